@@ -1,0 +1,1 @@
+"""sbqueue: Azure Service Bus partitioned queues and topics on Spark and Delta Lake."""

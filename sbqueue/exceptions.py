@@ -1,0 +1,91 @@
+"""The one exception hierarchy of sbqueue (SPEC S17).
+
+Names follow azure-servicebus 7.14 so that ported code catches the same classes. Every
+error says what was wrong and with which value; an operation that raises leaves no
+partial effect.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidOperationError",
+    "MessageAlreadySettled",
+    "MessageLockLostError",
+    "MessageNotFoundError",
+    "MessageSizeExceededError",
+    "MessagingEntityAlreadyExistsError",
+    "MessagingEntityDisabledError",
+    "MessagingEntityNotFoundError",
+    "OperationTimeoutError",
+    "PartitionUnavailableError",
+    "ServiceBusError",
+    "ServiceBusQuotaExceededError",
+    "SessionCannotBeLockedError",
+    "SessionLockLostError",
+    "SparkSetupError",
+    "StorageConflictError",
+]
+
+
+class ServiceBusError(Exception):
+    """Base of every sbqueue error."""
+
+
+class MessageLockLostError(ServiceBusError):
+    """The message's lock expired or its lock token is no longer valid (S6.6)."""
+
+
+class SessionLockLostError(ServiceBusError):
+    """The session lock expired or was taken over (S10.3)."""
+
+
+class SessionCannotBeLockedError(ServiceBusError):
+    """The session is locked by another receiver (S10.2)."""
+
+
+class MessageNotFoundError(ServiceBusError):
+    """No message with that sequence number is in the expected state (S6.3, S8.4)."""
+
+
+class MessageSizeExceededError(ServiceBusError, ValueError):
+    """A message or batch is larger than the entity allows (S2.4)."""
+
+
+class ServiceBusQuotaExceededError(ServiceBusError):
+    """A namespace or entity quota would be exceeded (S1.5, S1.6)."""
+
+
+class MessagingEntityNotFoundError(ServiceBusError):
+    """No queue, topic, subscription or rule has that name."""
+
+
+class MessagingEntityAlreadyExistsError(ServiceBusError):
+    """An entity with that name (compared case-insensitively, S1.7) exists already."""
+
+
+class MessagingEntityDisabledError(ServiceBusError):
+    """The entity's status forbids the operation (S16.1)."""
+
+
+class OperationTimeoutError(ServiceBusError):
+    """The operation did not complete within its timeout."""
+
+
+class PartitionUnavailableError(ServiceBusError):
+    """The partition a keyed send routes to is unavailable (S4.4, S14.2)."""
+
+
+class InvalidOperationError(ServiceBusError, ValueError):
+    """The request breaks a rule of the specification; the message names the rule."""
+
+
+class MessageAlreadySettled(ValueError):  # noqa: N818 - the SDK's name
+    """The message was settled already (S6.6). A ValueError, as in the SDK."""
+
+
+class SparkSetupError(ServiceBusError, RuntimeError):
+    """Spark or Delta could not be started; the message says what to do."""
+
+
+class StorageConflictError(ServiceBusError):
+    """A Delta commit kept conflicting with concurrent writers past its retry budget."""

@@ -1,0 +1,7 @@
+"""Layer 1: the SparkSession (Delta configured, tuned for small tables)."""
+
+from __future__ import annotations
+
+from sbqueue.spark.session import get_session, local_conf, stop_session
+
+__all__ = ["get_session", "local_conf", "stop_session"]
