@@ -130,7 +130,7 @@ class Catalog:
                         f"{MAX_PARTITIONED_ENTITIES} on Standard (S1.5)"
                     )
             now = datetime.now(timezone.utc)
-            props.entity_id = uuid.uuid4().hex
+            props.entity_id = props.entity_id or uuid.uuid4().hex
             props.created_at_utc = props.updated_at_utc = now
             try:
                 self.documents.create(

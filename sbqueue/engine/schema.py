@@ -60,7 +60,7 @@ INBOX_SCHEMA = StructType(
         StructField("partition_id", IntegerType(), False),
         StructField("segment", LongType(), False),
         StructField("send_id", StringType(), False),  # one per send call (one commit)
-        StructField("batch_index", IntegerType(), False),  # order within the send
+        StructField("batch_index", LongType(), False),  # order within the send
         *MESSAGE_FIELDS,
         StructField("targets", ArrayType(StringType())),  # topic fan-out, set at send
     ]

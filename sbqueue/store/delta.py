@@ -126,20 +126,25 @@ def guarded_merge(
     spark: SparkSession,
     path: str,
     partition_column: str,
-    partition_value: int,
+    partition_values: Sequence[int],
     key_column: str,
     changes: DataFrame,
     columns: Sequence[str],
 ) -> dict[str, int]:
-    """Apply ``changes`` to one partition in one commit, or raise StaleRead.
+    """Apply ``changes`` to the given partitions in one commit, or raise StaleRead.
+
+    The condition names the partitions as literals, so the commit conflicts only with
+    concurrent work on those partitions (DESIGN fact 2). Keys are unique per partition.
 
     ``changes`` holds full rows (``columns``) plus OP_COLUMN and EXPECT_COLUMN. A row whose
     stored ``row_version`` differs from EXPECT_COLUMN (or exists when it was expected not
     to, or vanished when it was expected to exist) makes the MERGE fail before commit.
     """
     stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{key_column})) AS BIGINT)"
+    literal = ", ".join(str(int(v)) for v in sorted(set(partition_values)))
     condition = (
-        f"t.{partition_column} = {int(partition_value)} AND t.{key_column} = s.{key_column}"
+        f"t.{partition_column} IN ({literal}) AND t.{partition_column} = s.{partition_column}"
+        f" AND t.{key_column} = s.{key_column}"
     )
     values = {c: f"s.`{c}`" for c in columns}
     merge = (
