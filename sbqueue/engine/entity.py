@@ -560,6 +560,16 @@ class Entity:
         counts["total"] = sum(counts.values())
         return counts
 
+    def size_in_bytes(self) -> int:
+        """Bytes of the messages still in the entity (S16.2)."""
+        total = self.messages().agg(F.sum("size_in_bytes")).first()
+        return int(total[0] or 0) if total else 0
+
+    def partition_counts(self) -> dict[int, int]:
+        """Messages per partition (all states and sub-queues)."""
+        rows = self.messages().groupBy("partition_id").count().collect()
+        return {p: 0 for p in range(self.partitions)} | {r[0]: r[1] for r in rows}
+
     def pending_count(self) -> int:
         """Messages appended to the inbox but not yet given a sequence number."""
         metas = self._ledger().where(F.col("row_type") == "p").select(

@@ -1,0 +1,162 @@
+"""The ``sbqueue`` command line (click for parsing, rich for tables).
+
+Every command takes ``--namespace`` (default ``$SBQUEUE_NAMESPACE`` or ``./sbqueue-data``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sbqueue.exceptions import ServiceBusError
+
+console = Console()
+
+namespace_option = click.option(
+    "--namespace", "namespace", default=lambda: os.environ.get("SBQUEUE_NAMESPACE",
+                                                               "./sbqueue-data"),
+    show_default="$SBQUEUE_NAMESPACE or ./sbqueue-data", help="Namespace folder or URI.",
+)
+
+
+def _admin(namespace: str) -> Any:
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    return ServiceBusAdministrationClient(namespace)
+
+
+def _parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``key=value`` pairs; true/false become bools and digits ints, the rest stays text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r} is not key=value")
+        parsed: Any = value
+        if value.lower() in ("true", "false"):
+            parsed = value.lower() == "true"
+        elif value.isdigit():
+            parsed = int(value)
+        out[key.replace("-", "_")] = parsed
+    return out
+
+
+@click.group()
+def main() -> None:
+    """Azure Service Bus queues on Spark and Delta Lake."""
+
+
+@main.command()
+@namespace_option
+@click.option("--messages", default=3000, show_default=True, help="How many to send.")
+@click.option("--batch", default=1000, show_default=True, help="Messages per receive.")
+def demo(namespace: str, messages: int, batch: int) -> None:
+    """Run the demo job on a local namespace and print what it did."""
+    from sbqueue.demo import run_demo
+
+    console.print(f"[bold]sbqueue demo[/] on namespace [cyan]{namespace}[/]")
+    report = run_demo(namespace, messages=messages, batch=batch)
+    table = Table(title=f"queue {report.queue}: messages per partition")
+    table.add_column("partition", justify="right")
+    table.add_column("sent", justify="right")
+    table.add_column("received+completed", justify="right")
+    for p in sorted(report.per_partition_sent):
+        table.add_row(str(p), str(report.per_partition_sent[p]),
+                      str(report.per_partition_received.get(p, 0)))
+    console.print(table)
+    timings = Table(title="timings")
+    timings.add_column("step")
+    timings.add_column("seconds", justify="right")
+    for step, seconds in report.timings.items():
+        timings.add_row(step, f"{seconds:.2f}")
+    console.print(timings)
+    console.print(
+        f"sent {report.sent}, received {report.received} in {report.batches} batches, "
+        f"completed {report.completed}; left in queue: {report.remaining}"
+    )
+    if report.completed != report.sent or report.remaining.get("total", 0) != 0:
+        raise SystemExit("demo: not every message was received and completed")
+
+
+@main.group()
+def queue() -> None:
+    """Create, list, show and delete queues."""
+
+
+@queue.command("create")
+@namespace_option
+@click.argument("name")
+@click.argument("properties", nargs=-1)
+def queue_create(namespace: str, name: str, properties: tuple[str, ...]) -> None:
+    """Create queue NAME with SDK property names, e.g. enable_partitioning=true."""
+    props = _admin(namespace).create_queue(name, **_parse_props(properties))
+    console.print(f"created queue [cyan]{props.name}[/] with {props.partition_count} partition(s)")
+
+
+@queue.command("list")
+@namespace_option
+def queue_list(namespace: str) -> None:
+    """List the queues of the namespace."""
+    table = Table("name", "partitions", "sessions", "duplicate detection", "status")
+    for q in _admin(namespace).list_queues():
+        table.add_row(q.name, str(q.partition_count), str(q.requires_session),
+                      str(q.requires_duplicate_detection), q.status.value)
+    console.print(table)
+
+
+@queue.command("show")
+@namespace_option
+@click.argument("name")
+def queue_show(namespace: str, name: str) -> None:
+    """Show a queue's properties and runtime counts."""
+    admin = _admin(namespace)
+    table = Table("property", "value")
+    for key, value in admin.get_queue(name).to_json().items():
+        table.add_row(key, str(value))
+    for key, value in vars(admin.get_queue_runtime_properties(name)).items():
+        table.add_row(key, str(value))
+    console.print(table)
+
+
+@queue.command("delete")
+@namespace_option
+@click.argument("name")
+def queue_delete(namespace: str, name: str) -> None:
+    """Delete a queue and its messages."""
+    _admin(namespace).delete_queue(name)
+    console.print(f"deleted queue [cyan]{name}[/]")
+
+
+@main.command()
+@namespace_option
+def stats(namespace: str) -> None:
+    """Runtime counts of every queue."""
+    table = Table("queue", "active", "dead-letter", "scheduled", "total", "bytes")
+    for r in _admin(namespace).list_queues_runtime_properties():
+        table.add_row(r.name, str(r.active_message_count), str(r.dead_letter_message_count),
+                      str(r.scheduled_message_count), str(r.total_message_count),
+                      str(r.size_in_bytes))
+    console.print(table)
+
+
+def run() -> None:
+    """Entry point that turns sbqueue errors into one line and exit code 1."""
+    try:
+        main(standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except ServiceBusError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,83 @@
+"""The demo job: a partitioned queue, a few thousand messages through the storage layer.
+
+Used by ``sbqueue demo`` and ``jobs/demo.py``; it grows as features land.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from sbqueue.engine import Namespace
+from sbqueue.management import ServiceBusAdministrationClient
+
+__all__ = ["DemoReport", "run_demo"]
+
+
+@dataclass
+class DemoReport:
+    namespace: str
+    queue: str
+    sent: int = 0
+    received: int = 0
+    completed: int = 0
+    batches: int = 0
+    per_partition_sent: dict[int, int] = field(default_factory=dict)
+    per_partition_received: dict[int, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    remaining: dict[str, int] = field(default_factory=dict)
+
+
+def run_demo(namespace: str, messages: int = 3000, batch: int = 1000,
+             queue: str = "demo-orders") -> DemoReport:
+    """Create a partitioned queue, send ``messages``, receive and complete them all."""
+    report = DemoReport(namespace=namespace, queue=queue)
+    clock = time.perf_counter()
+    admin = ServiceBusAdministrationClient(namespace)
+    ns: Namespace = admin.namespace
+    spark = ns.spark
+    report.timings["session_and_namespace_s"] = time.perf_counter() - clock
+
+    start = time.perf_counter()
+    if ns.catalog.queue_exists(queue):
+        admin.delete_queue(queue)
+    admin.create_queue(queue, enable_partitioning=True, max_delivery_count=5)
+    report.timings["create_queue_s"] = time.perf_counter() - start
+
+    entity = ns.entity(queue)
+    df = spark.range(messages).selectExpr(
+        "concat('order-', id) AS body",
+        "IF(id % 4 = 0, concat('customer-', id % 25), NULL) AS session_id",
+        "map('amount', concat('i:', CAST(id * 3 AS STRING))) AS application_properties",
+    )
+    start = time.perf_counter()
+    report.sent = entity.send_dataframe(df).count
+    report.timings["send_s"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    entity.ingest()
+    report.per_partition_sent = entity.partition_counts()
+    report.timings["ingest_s"] = time.perf_counter() - start
+
+    receive_s = complete_s = 0.0
+    while report.received < report.sent:
+        start = time.perf_counter()
+        got = entity.receive_dataframe(max_messages=batch).localCheckpoint()
+        rows = got.groupBy("partition_id").count().collect()
+        receive_s += time.perf_counter() - start
+        n = sum(r["count"] for r in rows)
+        if n == 0:
+            break
+        for r in rows:
+            p = int(r["partition_id"])
+            report.per_partition_received[p] = report.per_partition_received.get(p, 0) + r[1]
+        start = time.perf_counter()
+        report.completed += entity.complete_dataframe(got).settled
+        complete_s += time.perf_counter() - start
+        report.received += n
+        report.batches += 1
+    report.timings["receive_s"] = receive_s
+    report.timings["complete_s"] = complete_s
+    report.remaining = entity.counts()
+    report.timings["total_s"] = time.perf_counter() - clock
+    return report

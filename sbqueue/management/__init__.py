@@ -1,0 +1,22 @@
+"""Administration: namespaces and entity definitions, shaped like azure-servicebus."""
+
+from __future__ import annotations
+
+from sbqueue.core.properties import (
+    EntityAvailabilityStatus,
+    EntityStatus,
+    NamespaceProperties,
+    QueueProperties,
+    Sku,
+)
+from sbqueue.management.admin import QueueRuntimeProperties, ServiceBusAdministrationClient
+
+__all__ = [
+    "EntityAvailabilityStatus",
+    "EntityStatus",
+    "NamespaceProperties",
+    "QueueProperties",
+    "QueueRuntimeProperties",
+    "ServiceBusAdministrationClient",
+    "Sku",
+]
