@@ -333,7 +333,8 @@ class Entity:
             (F.col("state") == "Scheduled") & (F.col("scheduled_enqueue_time_utc") <= ts_now))
         expired = F.coalesce(
             (F.col("expires_at_utc") <= ts_now) & (F.col("sub_queue") == ""), F.lit(False))
-        exhausted = F.col("delivery_count") >= F.lit(props.max_delivery_count)
+        exhausted = (F.col("delivery_count") >= F.lit(props.max_delivery_count)) & (
+            F.col("sub_queue") == "")
         available = (F.col("sub_queue") == self.sub_queue) & due & unlocked
         # Expired (S8.2) and exhausted (S6.7) messages are retired, never handed out again.
         retire = available & (expired | exhausted)

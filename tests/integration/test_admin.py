@@ -1,0 +1,111 @@
+"""S1, S16.1, S17 on real Spark + Delta: namespaces and queue administration."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbqueue.engine import catalog as catalog_module
+from sbqueue.management import EntityStatus, ServiceBusAdministrationClient
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessagingEntityAlreadyExistsError,
+    MessagingEntityNotFoundError,
+    ServiceBusQuotaExceededError,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def test_s1_1_queue_crud_and_persistence(admin, spark, namespace_root) -> None:
+    created = admin.create_queue("Orders/EU", enable_partitioning=True, lock_duration="PT30S")
+    assert created.partition_count == 16
+    assert admin.get_queue("orders/eu").name == "Orders/EU"  # S1.7 case-insensitive lookup
+    assert [q.name for q in admin.list_queues()] == ["Orders/EU"]
+    updated = admin.update_queue(admin.get_queue("Orders/EU"), max_delivery_count=3)
+    assert updated.max_delivery_count == 3
+    # A new client (a restart) sees the stored definition.
+    again = ServiceBusAdministrationClient(namespace_root, spark=spark)
+    assert again.get_queue("Orders/EU").max_delivery_count == 3
+    assert again.get_queue("Orders/EU").lock_duration.total_seconds() == 30
+    runtime = again.get_queue_runtime_properties("Orders/EU")
+    assert runtime.total_message_count == 0 and runtime.active_message_count == 0
+    assert runtime.size_in_bytes == 0 and runtime.availability_status.value == "Available"
+    again.delete_queue("orders/EU")
+    assert again.list_queues() == []
+    with pytest.raises(MessagingEntityNotFoundError):
+        again.get_queue("Orders/EU")
+
+
+def test_s1_7_duplicate_names_compare_case_insensitively(admin) -> None:
+    admin.create_queue("jobs")
+    with pytest.raises(MessagingEntityAlreadyExistsError, match="JOBS"):
+        admin.create_queue("JOBS")
+
+
+def test_s1_7_escaping_names_are_refused_and_create_nothing(admin, namespace_root) -> None:
+    for bad in ("../outside", "/etc/q", "a/../../b"):
+        with pytest.raises(InvalidOperationError, match="S1.7"):
+            admin.create_queue(bad)
+    assert admin.list_queues() == []
+
+
+def test_s1_3_partitioning_cannot_change_and_nothing_changes(admin) -> None:
+    admin.create_queue("fixed", enable_partitioning=True)
+    with pytest.raises(InvalidOperationError, match="S1.3"):
+        admin.update_queue("fixed" and admin.get_queue("fixed"), enable_partitioning=False,
+                           max_delivery_count=2)
+    assert admin.get_queue("fixed").max_delivery_count == 10
+
+
+def test_s1_2_premium_namespace(spark, tmp_path) -> None:
+    root = str(tmp_path / "premium")
+    props = ServiceBusAdministrationClient.create_namespace(root, sku="Premium",
+                                                            messaging_partitions=4, spark=spark)
+    assert props.sku.value == "Premium" and props.messaging_partitions == 4
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    assert admin.create_queue("p").partition_count == 4
+    with pytest.raises(InvalidOperationError, match="S1.2"):
+        ServiceBusAdministrationClient.create_namespace(root, sku="Premium",
+                                                        messaging_partitions=2, spark=spark)
+    assert admin.get_namespace_properties().queue_count == 1
+
+
+def test_s1_2_standard_namespace_mixes_partitioned_and_not(admin) -> None:
+    assert admin.create_queue("a", enable_partitioning=True).partition_count == 16
+    assert admin.create_queue("b").partition_count == 1
+    ns = admin.get_namespace_properties()
+    assert ns.sku.value == "Standard" and ns.queue_count == 2
+
+
+def test_s1_5_partitioned_quota(admin, monkeypatch) -> None:
+    # The rule is checked with a quota of 2 instead of 100 to keep the test short.
+    monkeypatch.setattr(catalog_module, "MAX_PARTITIONED_ENTITIES", 2)
+    admin.create_queue("p1", enable_partitioning=True)
+    admin.create_queue("p2", enable_partitioning=True)
+    with pytest.raises(ServiceBusQuotaExceededError, match="S1.5"):
+        admin.create_queue("p3", enable_partitioning=True)
+    admin.create_queue("plain")  # non-partitioned queues do not count
+    assert sorted(q.name for q in admin.list_queues()) == ["p1", "p2", "plain"]
+
+
+def test_s16_1_status_is_stored(admin) -> None:
+    admin.create_queue("s", status="SendDisabled")
+    assert admin.get_queue("s").status is EntityStatus.SEND_DISABLED
+
+
+def test_s13_1_forwarding_targets_are_checked(admin) -> None:
+    admin.create_queue("dest")
+    with pytest.raises(MessagingEntityNotFoundError, match="S13.1"):
+        admin.create_queue("src", forward_to="missing")
+    with pytest.raises(InvalidOperationError, match="itself"):
+        admin.create_queue("self", forward_to="self")
+    admin.create_queue("src", forward_to="dest")
+    with pytest.raises(InvalidOperationError, match="cycle"):
+        admin.update_queue(admin.get_queue("dest"), forward_to="src")
+
+
+def test_connection_string_endpoint(spark, namespace_root) -> None:
+    admin = ServiceBusAdministrationClient.from_connection_string(
+        f"Endpoint={namespace_root};SharedAccessKeyName=x;SharedAccessKey=y", spark=spark)
+    admin.create_queue("q")
+    assert admin.get_queue("q").name == "q"

@@ -1,0 +1,129 @@
+"""S3, S4, S5, S6, S14.1 on real Spark + Delta through the DataFrame API."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pyspark.sql import functions as F
+
+from sbqueue.core.routing import partition_for
+from sbqueue.engine import Namespace
+from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def queue(admin, spark, namespace_root):
+    admin.create_queue("q", enable_partitioning=True, max_delivery_count=2)
+    return Namespace(namespace_root, spark).entity("q")
+
+
+def test_s3_1_s4_2_sequence_numbers_and_routing(queue, spark) -> None:
+    df = spark.range(200).selectExpr("CAST(id AS STRING) AS body",
+                                     "IF(id < 100, concat('s', id % 5), NULL) AS session_id")
+    assert queue.send_dataframe(df).count == 200
+    queue.ingest()
+    rows = queue.messages().select("sequence_number", "partition_id", "session_id").collect()
+    assert len(rows) == 200
+    by_partition: dict[int, list[int]] = {}
+    for r in rows:
+        assert r.sequence_number >> 48 == r.partition_id  # S3.1
+        by_partition.setdefault(r.partition_id, []).append(r.sequence_number & ((1 << 48) - 1))
+        if r.session_id is not None:  # S4.2: same function as the scalar path
+            assert r.partition_id == partition_for(r.session_id, 16)
+    for counters in by_partition.values():
+        assert sorted(counters) == list(range(1, len(counters) + 1))
+    assert len(by_partition) == 16  # S4.3: unkeyed messages are spread
+
+
+def test_s5_peek_lock_receive_complete_abandon(queue, spark) -> None:
+    queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
+    batch = queue.receive_dataframe(max_messages=32).localCheckpoint()
+    assert batch.count() == 32
+    assert batch.where("delivery_count = 1 AND lock_token IS NOT NULL").count() == 32
+    ledger = queue.messages().where("lock_token IS NOT NULL").count()
+    assert ledger == 32  # S5.4: exactly the returned messages are locked
+    again = queue.receive_dataframe(max_messages=64).localCheckpoint()
+    assert again.count() == 32  # S5.2: locked messages are not handed out twice
+    assert batch.join(again, "sequence_number").count() == 0
+    result = queue.complete_dataframe(batch)  # S6.1
+    assert result.settled == 32 and result.lock_lost == []
+    twice = queue.complete_dataframe(batch)  # S6.6: no longer valid
+    assert twice.settled == 0 and len(twice.lock_lost) == 32
+    assert queue.abandon_dataframe(again).settled == 32  # S6.2
+    third = queue.receive_dataframe(max_messages=64).localCheckpoint()
+    assert third.count() == 32 and third.where("delivery_count = 2").count() == 32  # S5.3
+    # S6.7: max_delivery_count=2; releasing after the 2nd delivery dead-letters.
+    assert queue.abandon_dataframe(third).settled == 32
+    assert queue.counts()["dead_letter"] == 32
+    dlq = Namespace(queue.namespace.root, spark).entity("q/$DeadLetterQueue")
+    dead = dlq.receive_dataframe(100).localCheckpoint()
+    assert dead.count() == 32
+    assert {r[0] for r in dead.select("dead_letter_reason").collect()} == {
+        "MaxDeliveryCountExceeded"}
+
+
+def test_s5_1_receive_and_delete(queue, spark) -> None:
+    queue.send_dataframe(spark.range(20).selectExpr("CAST(id AS STRING) AS body"))
+    taken = queue.receive_dataframe(100, mode="receive_and_delete").localCheckpoint()
+    assert taken.count() == 20
+    assert queue.counts()["total"] == 0
+
+
+def test_s6_3_s6_4_defer_and_dead_letter(queue, spark) -> None:
+    queue.send_dataframe(spark.range(32).selectExpr("CAST(id AS STRING) AS body"))
+    got = queue.receive_dataframe(32).localCheckpoint()
+    first, second = got.where("sequence_number % 2 = 0"), got.where("sequence_number % 2 = 1")
+    queue.defer_dataframe(first)
+    queue.dead_letter_dataframe(second, reason="bad", error_description="why")
+    counts = queue.counts()
+    assert counts["active"] == first.count() and counts["dead_letter"] == second.count()
+    assert queue.receive_dataframe(100).count() == 0  # S5.6: deferred are not received
+    with pytest.raises(InvalidOperationError, match="S6.4"):
+        queue.dead_letter_dataframe(second, reason="x" * 4097)
+
+
+def test_s2_2_s2_4_bad_sends_store_nothing(queue, spark) -> None:
+    bad = spark.createDataFrame([("a", "s1", "p1"), ("b", None, None)],
+                                "body string, session_id string, partition_key string")
+    with pytest.raises(InvalidOperationError, match="S2.2"):
+        queue.send_dataframe(bad)
+    big = spark.range(2).select(F.expr("repeat('x', 300000)").alias("body"))
+    with pytest.raises(MessageSizeExceededError, match="S2.4"):
+        queue.send_dataframe(big)
+    with pytest.raises(InvalidOperationError, match="S2.1"):
+        queue.send_dataframe(spark.range(1).selectExpr("'x' AS body", "1 AS nope"))
+    assert queue.counts()["total"] == 0
+
+
+def test_s14_1_sends_never_abort_receives(queue, spark) -> None:
+    """Sends into a partition while it is being received from: no receive aborts."""
+    queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
+    errors: list[BaseException] = []
+
+    def sender() -> None:
+        try:
+            for i in range(3):
+                queue.send_dataframe(spark.range(16).selectExpr(f"'late-{i}' AS body"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    received = 0
+    for _ in range(3):
+        received += queue.receive_dataframe(16).count()
+    thread.join()
+    assert not errors
+    assert received > 0
+    assert queue.counts()["total"] == 64 + 48
+
+
+def test_sql_view_by_documented_name(queue, spark) -> None:
+    queue.send_dataframe(spark.range(10).selectExpr("CAST(id AS STRING) AS body"))
+    queue.ingest()
+    name = queue.namespace.sql_name("q")
+    assert name.endswith(".q")
+    assert spark.sql(f"SELECT count(*) AS n FROM {name} WHERE state = 'Active'").first().n == 10
