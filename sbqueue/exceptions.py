@@ -79,7 +79,7 @@ class InvalidOperationError(ServiceBusError, ValueError):
     """The request breaks a rule of the specification; the message names the rule."""
 
 
-class MessageAlreadySettled(ValueError):  # noqa: N818 - the SDK's name
+class MessageAlreadySettled(ValueError):
     """The message was settled already (S6.6). A ValueError, as in the SDK."""
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import scratch, session  # noqa: E402
+from common import scratch, session
 
 STORES = {"delta-default (HDFSLogStore)": "io.delta.storage.HDFSLogStore",
           "sbqueue LinkLogStore": "io.sbqueue.storage.LinkLogStore"}

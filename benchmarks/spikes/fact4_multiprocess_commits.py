@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import scratch, session  # noqa: E402
+from common import scratch, session
 
 
 def child(table: str, writer: int, commits: int, default_store: bool, start_at: float) -> None:

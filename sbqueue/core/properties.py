@@ -191,10 +191,10 @@ def _coerce(key: str, value: object, sku: Sku) -> object:
             )
         return value
     if key == "max_size_in_megabytes":
-        high = 5120 if sku is Sku.STANDARD else 81920
-        if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= high:
+        size_cap = 5120 if sku is Sku.STANDARD else 81920
+        if isinstance(value, bool) or not isinstance(value, int) or not 1024 <= value <= size_cap:
             raise InvalidOperationError(
-                f"max_size_in_megabytes={value!r}: allowed 1024..{high} on {sku.value} (S1.6)"
+                f"max_size_in_megabytes={value!r}: allowed 1024..{size_cap} on {sku.value} (S1.6)"
             )
         return value
     if key == "max_message_size_in_kilobytes":
@@ -247,7 +247,7 @@ def build_queue_properties(
             f"unknown queue propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
             f"known: {', '.join(sorted(QUEUE_PROPERTY_NAMES))}"
         )
-    values = {k: _coerce(k, v, sku) for k, v in overrides.items()}
+    values: dict[str, Any] = {k: _coerce(k, v, sku) for k, v in overrides.items()}
     if base is None:
         if sku is Sku.PREMIUM:
             wanted = values.get("enable_partitioning")

@@ -12,6 +12,7 @@ outside the root and a re-created queue never sees the old one's data.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
 from datetime import datetime, timezone
@@ -66,10 +67,8 @@ class Catalog:
             "created_at_utc": datetime.now(timezone.utc).isoformat(),
             "format": 1,
         }
-        try:
+        with contextlib.suppress(DocumentExists):  # a concurrent creator won: use theirs
             self.documents.create(_NAMESPACE_DOC, doc)
-        except DocumentExists:
-            pass
         found = self.namespace()
         assert found is not None
         return found

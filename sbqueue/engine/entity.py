@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.functions import pandas_udf
+from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
 from pyspark.sql.types import BinaryType, LongType, StringType
 
 from sbqueue.core.durations import is_never
@@ -291,7 +291,8 @@ class Entity:
         if behind:
             since = F.lit(False)
             for p in behind:
-                since = since | ((F.col("partition_id") == p) & (F.col("_commit_version") > marks[p]))
+                since = since | (
+                    (F.col("partition_id") == p) & (F.col("_commit_version") > marks[p]))
             appended = read_appended(
                 spark, self.inbox_path, min(marks[p] for p in behind), latest,
                 F.col("partition_id").isin(behind) & F.col("targets").isNull(),
@@ -594,7 +595,7 @@ class Entity:
 
 def _route_udf(partitions: int) -> Callable[[Column], Column]:
     """The vectorized form of ``partition_for`` (an Arrow UDF over mmh3)."""
-    @pandas_udf("int")  # type: ignore[call-overload, misc]
+    @pandas_udf("int")  # type: ignore[untyped-decorator]
     def route(keys: pd.Series) -> pd.Series:
         return partitions_for(keys, partitions)
 

@@ -11,7 +11,7 @@ import hashlib
 import re
 import shutil
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sbqueue.core.names import (
     DEAD_LETTER_SUFFIX,
@@ -115,9 +115,10 @@ class Namespace:
         if is_local(self.root):
             shutil.rmtree(folder, ignore_errors=True)
         else:
-            jvm = self.spark._jvm  # type: ignore[attr-defined]
+            jvm: Any = self.spark._jvm
+            jsc: Any = self.spark._jsc
             path = jvm.org.apache.hadoop.fs.Path(folder)
-            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)  # type: ignore[attr-defined]
+            path.getFileSystem(jsc.hadoopConfiguration()).delete(path, True)
 
     # -- Spark SQL -------------------------------------------------------------------------
     def sql_name(self, name: str) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sbqueue.exceptions import SparkSetupError

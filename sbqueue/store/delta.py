@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -38,8 +38,8 @@ from sbqueue.exceptions import StorageConflictError
 
 __all__ = [
     "DELTA_CONFLICTS",
-    "OP_COLUMN",
     "EXPECT_COLUMN",
+    "OP_COLUMN",
     "StaleRead",
     "append",
     "create_table",
@@ -73,6 +73,9 @@ class StaleRead(Exception):
     """A guarded MERGE found a row changed since it was read; nothing was committed."""
 
 
+_RETRYABLE: tuple[type[BaseException], ...] = (StaleRead, *DELTA_CONFLICTS)
+
+
 def create_table(
     spark: SparkSession,
     path: str,
@@ -102,7 +105,7 @@ def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None) -> N
 
 def latest_version(spark: SparkSession, path: str) -> int:
     """The table's newest committed version (cheap: lists the log, reads no data)."""
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
 
@@ -146,19 +149,19 @@ def guarded_merge(
         f"t.{partition_column} IN ({literal}) AND t.{partition_column} = s.{partition_column}"
         f" AND t.{key_column} = s.{key_column}"
     )
-    values = {c: f"s.`{c}`" for c in columns}
+    values: dict[str, str | Column] = {c: f"s.`{c}`" for c in columns}
     merge = (
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(changes.alias("s"), condition)
         .whenMatchedUpdate(
             condition=f"s.{EXPECT_COLUMN} IS NULL OR t.{_VERSION} <> s.{EXPECT_COLUMN}",
-            set={_VERSION: stale},
+            set={_VERSION: F.expr(stale)},
         )
         .whenMatchedDelete(condition=f"s.{OP_COLUMN} = 'delete'")
         .whenMatchedUpdate(set=values)
         .whenNotMatchedInsert(
-            condition=f"s.{EXPECT_COLUMN} IS NOT NULL", values={**values, _VERSION: stale}
+            condition=f"s.{EXPECT_COLUMN} IS NOT NULL", values={**values, _VERSION: F.expr(stale)}
         )
         .whenNotMatchedInsert(values=values)
     )
@@ -190,7 +193,7 @@ def retry_conflicts(
     while True:
         try:
             return operation()
-        except (StaleRead, *DELTA_CONFLICTS) as exc:
+        except _RETRYABLE as exc:
             attempt += 1
             if time.monotonic() >= deadline:
                 raise StorageConflictError(

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from sbqueue.engine import catalog as catalog_module
-from sbqueue.management import EntityStatus, ServiceBusAdministrationClient
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessagingEntityAlreadyExistsError,
     MessagingEntityNotFoundError,
     ServiceBusQuotaExceededError,
 )
+from sbqueue.management import EntityStatus, ServiceBusAdministrationClient
 
 pytestmark = pytest.mark.spark
 
@@ -44,14 +44,14 @@ def test_s1_7_duplicate_names_compare_case_insensitively(admin) -> None:
 
 def test_s1_7_escaping_names_are_refused_and_create_nothing(admin, namespace_root) -> None:
     for bad in ("../outside", "/etc/q", "a/../../b"):
-        with pytest.raises(InvalidOperationError, match="S1.7"):
+        with pytest.raises(InvalidOperationError, match=r"S1\.7"):
             admin.create_queue(bad)
     assert admin.list_queues() == []
 
 
 def test_s1_3_partitioning_cannot_change_and_nothing_changes(admin) -> None:
     admin.create_queue("fixed", enable_partitioning=True)
-    with pytest.raises(InvalidOperationError, match="S1.3"):
+    with pytest.raises(InvalidOperationError, match=r"S1\.3"):
         admin.update_queue("fixed" and admin.get_queue("fixed"), enable_partitioning=False,
                            max_delivery_count=2)
     assert admin.get_queue("fixed").max_delivery_count == 10
@@ -64,7 +64,7 @@ def test_s1_2_premium_namespace(spark, tmp_path) -> None:
     assert props.sku.value == "Premium" and props.messaging_partitions == 4
     admin = ServiceBusAdministrationClient(root, spark=spark)
     assert admin.create_queue("p").partition_count == 4
-    with pytest.raises(InvalidOperationError, match="S1.2"):
+    with pytest.raises(InvalidOperationError, match=r"S1\.2"):
         ServiceBusAdministrationClient.create_namespace(root, sku="Premium",
                                                         messaging_partitions=2, spark=spark)
     assert admin.get_namespace_properties().queue_count == 1
@@ -82,7 +82,7 @@ def test_s1_5_partitioned_quota(admin, monkeypatch) -> None:
     monkeypatch.setattr(catalog_module, "MAX_PARTITIONED_ENTITIES", 2)
     admin.create_queue("p1", enable_partitioning=True)
     admin.create_queue("p2", enable_partitioning=True)
-    with pytest.raises(ServiceBusQuotaExceededError, match="S1.5"):
+    with pytest.raises(ServiceBusQuotaExceededError, match=r"S1\.5"):
         admin.create_queue("p3", enable_partitioning=True)
     admin.create_queue("plain")  # non-partitioned queues do not count
     assert sorted(q.name for q in admin.list_queues()) == ["p1", "p2", "plain"]
@@ -95,7 +95,7 @@ def test_s16_1_status_is_stored(admin) -> None:
 
 def test_s13_1_forwarding_targets_are_checked(admin) -> None:
     admin.create_queue("dest")
-    with pytest.raises(MessagingEntityNotFoundError, match="S13.1"):
+    with pytest.raises(MessagingEntityNotFoundError, match=r"S13\.1"):
         admin.create_queue("src", forward_to="missing")
     with pytest.raises(InvalidOperationError, match="itself"):
         admin.create_queue("self", forward_to="self")

@@ -83,19 +83,19 @@ def test_s6_3_s6_4_defer_and_dead_letter(queue, spark) -> None:
     counts = queue.counts()
     assert counts["active"] == first.count() and counts["dead_letter"] == second.count()
     assert queue.receive_dataframe(100).count() == 0  # S5.6: deferred are not received
-    with pytest.raises(InvalidOperationError, match="S6.4"):
+    with pytest.raises(InvalidOperationError, match=r"S6\.4"):
         queue.dead_letter_dataframe(second, reason="x" * 4097)
 
 
 def test_s2_2_s2_4_bad_sends_store_nothing(queue, spark) -> None:
     bad = spark.createDataFrame([("a", "s1", "p1"), ("b", None, None)],
                                 "body string, session_id string, partition_key string")
-    with pytest.raises(InvalidOperationError, match="S2.2"):
+    with pytest.raises(InvalidOperationError, match=r"S2\.2"):
         queue.send_dataframe(bad)
     big = spark.range(2).select(F.expr("repeat('x', 300000)").alias("body"))
-    with pytest.raises(MessageSizeExceededError, match="S2.4"):
+    with pytest.raises(MessageSizeExceededError, match=r"S2\.4"):
         queue.send_dataframe(big)
-    with pytest.raises(InvalidOperationError, match="S2.1"):
+    with pytest.raises(InvalidOperationError, match=r"S2\.1"):
         queue.send_dataframe(spark.range(1).selectExpr("'x' AS body", "1 AS nope"))
     assert queue.counts()["total"] == 0
 

@@ -24,7 +24,8 @@ CHILD = textwrap.dedent(
     from sbqueue.engine import Namespace
     from sbqueue.management import ServiceBusAdministrationClient
     from sbqueue.exceptions import MessagingEntityAlreadyExistsError
-    root, writer, sends, start_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    root, writer, sends = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    start_at = float(sys.argv[4])
     admin = ServiceBusAdministrationClient(root)
     queue = Namespace(root).entity("shared")
     spark = queue.spark

@@ -34,7 +34,7 @@ def test_s1_7_valid_queue_paths(name: str) -> None:
     ],
 )
 def test_s1_7_invalid_queue_paths_name_the_value(name: str, fragment: str) -> None:
-    with pytest.raises(InvalidOperationError, match="S1.7") as info:
+    with pytest.raises(InvalidOperationError, match=r"S1\.7") as info:
         validate_entity_path(name)
     assert fragment in str(info.value)
 
@@ -42,7 +42,7 @@ def test_s1_7_invalid_queue_paths_name_the_value(name: str, fragment: str) -> No
 def test_s1_7_short_names() -> None:
     assert validate_short_name("sub-1") == "sub-1"
     for bad in ("a/b", "a\\b", "x" * 51, "..", ""):
-        with pytest.raises(InvalidOperationError, match="S1.7"):
+        with pytest.raises(InvalidOperationError, match=r"S1\.7"):
             validate_short_name(bad)
 
 

@@ -48,7 +48,7 @@ def test_s1_2_premium_queues_take_the_namespace_partitions(count: int) -> None:
 
 
 def test_s1_2_premium_rejects_a_contrary_partitioning_flag() -> None:
-    with pytest.raises(InvalidOperationError, match="S1.2"):
+    with pytest.raises(InvalidOperationError, match=r"S1\.2"):
         build_queue_properties("q", {"enable_partitioning": False}, sku=Sku.PREMIUM,
                                messaging_partitions=4)
 
@@ -56,7 +56,7 @@ def test_s1_2_premium_rejects_a_contrary_partitioning_flag() -> None:
 @pytest.mark.parametrize(("sku", "parts"), [("Premium", 3), ("Premium", 8), ("Basic", None),
                                              ("Standard", 4), ("Premium", True)])
 def test_s1_2_namespace_sku_and_partitions_are_checked(sku: str, parts: object) -> None:
-    with pytest.raises(InvalidOperationError, match="S1.2"):
+    with pytest.raises(InvalidOperationError, match=r"S1\.2"):
         NamespaceProperties.validate(sku, parts)
 
 
@@ -64,7 +64,7 @@ def test_s1_3_partitioning_and_other_fixed_properties_cannot_change() -> None:
     base = std(enable_partitioning=True)
     for key, value in (("enable_partitioning", False), ("requires_session", True),
                        ("requires_duplicate_detection", True)):
-        with pytest.raises(InvalidOperationError, match="S1.3"):
+        with pytest.raises(InvalidOperationError, match=r"S1\.3"):
             build_queue_properties("q", {key: value}, sku=Sku.STANDARD, messaging_partitions=1,
                                    base=base)
     same = build_queue_properties("q", {"enable_partitioning": True, "max_delivery_count": 3},
@@ -124,7 +124,7 @@ def test_s16_1_status_values() -> None:
 
 
 def test_s13_1_a_session_queue_cannot_forward() -> None:
-    with pytest.raises(InvalidOperationError, match="S13.1"):
+    with pytest.raises(InvalidOperationError, match=r"S13\.1"):
         std(requires_session=True, forward_to="other")
 
 
@@ -135,7 +135,9 @@ def test_definitions_round_trip_through_json() -> None:
     assert again == q
 
 
-@pytest.mark.parametrize("text", ["PT1M", "P7D", "PT0.5S", "P1DT2H3M4.25S", "P10675199DT2H48M5.4775807S"])
+@pytest.mark.parametrize(
+    "text", ["PT1M", "P7D", "PT0.5S", "P1DT2H3M4.25S", "P10675199DT2H48M5.4775807S"]
+)
 def test_iso_durations_round_trip(text: str) -> None:
     value = parse_duration(text, "d")
     assert parse_duration(format_duration(value), "d") == value
