@@ -1,10 +1,12 @@
 """Spike: in the inbox + ledger layout, which operations conflict with which?
 
-Three rounds, each two threads working at once for ROUNDS operations, with NO retry, so
-every Delta conflict is counted:
-  A. sends into partition 0 while receives lock partition 0   (send vs receive)
-  B. receives on partition 0 and on partition 1 at once         (different partitions)
-  C. two receivers on partition 0 at once                        (control: must conflict)
+Part 1, scripted worst case (no retry): both operations read first, then both commit.
+  A. receive P reads; a send appends into P; receive P commits      -> must succeed
+  B. receive P reads; receive Q reads; P commits; Q commits          -> both must succeed
+  C. receive P reads twice; first commits; second commits            -> second must abort
+     (control: this is the double lock the guard exists to stop)
+Part 2, the same pairs run in two threads for ROUNDS rounds (no retry), counting Delta
+conflicts, stale-read aborts and messages handed out twice.
 
     python benchmarks/spikes/layout_conflicts.py [rounds]
 """
@@ -25,13 +27,47 @@ from sbqueue.management import ServiceBusAdministrationClient
 from sbqueue.store import delta as store
 
 
-def lock_once(queue, partition: int) -> None:  # type: ignore[no-untyped-def]
+def lock_once(queue, partition: int) -> list[int]:  # type: ignore[no-untyped-def]
+    """One receive of one message, without retry; returns the sequence numbers handed out."""
     from datetime import datetime, timezone
 
-    changes, _ = queue._ingest_and_pick([partition], 1, "peek_lock", datetime.now(timezone.utc))
+    changes, handed = queue._ingest_and_pick([partition], 1, "peek_lock",
+                                             datetime.now(timezone.utc))
     if not changes.isEmpty():
         store.guarded_merge(queue.spark, queue.ledger_path, "partition_id", [partition], "key",
                             changes, store_columns())
+    return [r[0] for r in handed.select("sequence_number").collect()]
+
+
+def scripted(queue, spark, p0: int, p1: int) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    from datetime import datetime, timezone
+
+    def pick(partition: int):  # type: ignore[no-untyped-def]
+        return queue._ingest_and_pick([partition], 1, "peek_lock", datetime.now(timezone.utc))
+
+    def commit(partition: int, changes) -> str:  # type: ignore[no-untyped-def]
+        try:
+            store.guarded_merge(spark, queue.ledger_path, "partition_id", [partition], "key",
+                                changes, store_columns())
+            return "committed"
+        except store.StaleRead:
+            return "aborted (stale read)"
+        except store.DELTA_CONFLICTS as exc:
+            return f"aborted ({exc.__class__.__name__})"
+
+    out = {}
+    changes, _ = pick(p0)
+    queue.send_dataframe(spark.range(5).selectExpr("'x' AS body", "'k0' AS partition_key"))
+    out["A receive P after a concurrent send into P"] = commit(p0, changes)
+    first, _ = pick(p0)
+    second, _ = pick(p1)
+    out["B receive P"] = commit(p0, first)
+    out["B receive Q (read before P committed)"] = commit(p1, second)
+    first, _ = pick(p0)
+    second, _ = pick(p0)
+    out["C first receive P"] = commit(p0, first)
+    out["C second receive P (read before the first committed)"] = commit(p0, second)
+    return out
 
 
 def store_columns() -> list[str]:
@@ -41,13 +77,18 @@ def store_columns() -> list[str]:
 
 
 def run_pair(first, second, rounds: int) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    outcome = {"ok": 0, "conflicts": 0, "stale": 0}
+    outcome = {"ok": 0, "conflicts": 0, "stale": 0, "handed_twice": 0}
     lock = threading.Lock()
+    barrier = threading.Barrier(2)
+    handed: list[int] = []
 
     def loop(op) -> None:  # type: ignore[no-untyped-def]
         for _ in range(rounds):
+            barrier.wait()  # both operations of a round start together
             try:
-                op()
+                got = op()
+                with lock:
+                    handed.extend(got or [])
                 key = "ok"
             except store.StaleRead:
                 key = "stale"
@@ -61,6 +102,7 @@ def run_pair(first, second, rounds: int) -> dict[str, int]:  # type: ignore[no-u
         t.start()
     for t in threads:
         t.join()
+    outcome["handed_twice"] = len(handed) - len(set(handed))
     return outcome
 
 
@@ -81,6 +123,7 @@ def main(rounds: int) -> None:
         def send_p0() -> None:
             queue.send_dataframe(spark.range(5).selectExpr("'x' AS body", "'k0' AS partition_key"))
 
+        print(json.dumps(scripted(queue, spark, p0, p1), indent=1))
         results = {
             "A send P vs receive P": run_pair(send_p0, lambda: lock_once(queue, p0), rounds),
             "B receive P vs receive Q": run_pair(lambda: lock_once(queue, p0),

@@ -342,12 +342,14 @@ class Entity:
         available = (F.col("sub_queue") == self.sub_queue) & due & unlocked
         # Expired (S8.2) and exhausted (S6.7) messages are retired, never handed out again.
         retire = available & (expired | exhausted)
-        rank = F.row_number().over(
-            Window.partitionBy("partition_id").orderBy("sequence_number"))
         pick = available & ~(expired | exhausted)
-        marked = rows.withColumn(
-            "_pick", F.when(pick, rank).otherwise(F.lit(None))
-        ) if share else rows.withColumn("_pick", F.lit(None).cast("int"))
+        # Rank among the deliverable rows only: locked or deferred rows ahead of them in
+        # sequence order must not use up the share.
+        rank = F.row_number().over(
+            Window.partitionBy("partition_id", "_deliverable").orderBy("sequence_number"))
+        marked = rows.withColumn("_deliverable", pick).withColumn(
+            "_pick", F.when(F.col("_deliverable"), rank).otherwise(F.lit(None))
+        ).drop("_deliverable") if share else rows.withColumn("_pick", F.lit(None).cast("int"))
         picked = F.coalesce(F.col("_pick") <= share, F.lit(False))
         lock_until = F.lit(now + props.lock_duration).cast("timestamp")
         fresh_row = F.col(EXPECT_COLUMN).isNull()

@@ -129,3 +129,34 @@ def test_sql_view_by_documented_name(queue, spark) -> None:
     name = queue.namespace.sql_name("q")
     assert name.endswith(".q")
     assert spark.sql(f"SELECT count(*) AS n FROM {name} WHERE state = 'Active'").first().n == 10
+
+
+def test_s5_2_a_receive_skips_locked_messages_ahead_of_it(admin, spark, namespace_root) -> None:
+    admin.create_queue("one")
+    queue = Namespace(namespace_root, spark).entity("one")
+    queue.send_dataframe(spark.range(5).selectExpr("CAST(id AS STRING) AS body"))
+    seen = [queue.receive_partitions([0], 1).first().sequence_number for _ in range(3)]
+    assert seen == [1, 2, 3]  # S5.5: strict sequence order within the partition
+
+
+def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
+                                                                 namespace_root) -> None:
+    from datetime import datetime, timezone
+
+    from sbqueue.engine.schema import LEDGER_COLUMNS
+    from sbqueue.store.delta import StaleRead, guarded_merge
+
+    admin.create_queue("race")
+    queue = Namespace(namespace_root, spark).entity("race")
+    queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
+    queue.ingest()
+    now = datetime.now(timezone.utc)
+    first, handed_first = queue._ingest_and_pick([0], 1, "peek_lock", now)
+    second, handed_second = queue._ingest_and_pick([0], 1, "peek_lock", now)
+    assert handed_first.first().sequence_number == handed_second.first().sequence_number
+    guarded_merge(spark, queue.ledger_path, "partition_id", [0], "key", first, LEDGER_COLUMNS)
+    with pytest.raises(StaleRead):
+        guarded_merge(spark, queue.ledger_path, "partition_id", [0], "key", second,
+                      LEDGER_COLUMNS)
+    locked = queue.messages().where("lock_token IS NOT NULL").collect()
+    assert [r.lock_token for r in locked] == [handed_first.first().lock_token]
