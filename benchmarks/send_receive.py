@@ -15,10 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "spikes"))
 
-from common import scratch, session  # noqa: E402
+from common import scratch, session
 
-from sbqueue.engine import Namespace  # noqa: E402
-from sbqueue.management import ServiceBusAdministrationClient  # noqa: E402
+from sbqueue.engine import Namespace
+from sbqueue.management import ServiceBusAdministrationClient
 
 
 def median(values: list[float]) -> float:

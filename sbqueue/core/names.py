@@ -37,18 +37,23 @@ def _check_common(name: object, what: str) -> str:
     return name
 
 
+def _check_length_and_characters(name: str, what: str, limit: int, forbidden: set[str]) -> None:
+    if len(name) > limit:
+        raise InvalidOperationError(
+            f"{what} {name[:40]!r}... is {len(name)} characters; at most {limit} (S1.7)"
+        )
+    bad = sorted(set(name) & forbidden)
+    if bad:
+        allowed = " ".join(sorted(forbidden))
+        raise InvalidOperationError(
+            f"{what} {name!r} contains {''.join(bad)!r}; {allowed!r} are not allowed (S1.7)"
+        )
+
+
 def validate_entity_path(name: object, what: str = "queue name") -> str:
     """Check a queue or topic path; return it unchanged (its case is kept for display)."""
     path = _check_common(name, what)
-    if len(path) > MAX_PATH:
-        raise InvalidOperationError(
-            f"{what} {path[:40]!r}... is {len(path)} characters; at most {MAX_PATH} (S1.7)"
-        )
-    bad = sorted(set(path) & _PATH_FORBIDDEN)
-    if bad:
-        raise InvalidOperationError(
-            f"{what} {path!r} contains {''.join(bad)!r}; '@ ? # * \\' are not allowed (S1.7)"
-        )
+    _check_length_and_characters(path, what, MAX_PATH, _PATH_FORBIDDEN)
     if path.startswith("/") or _DRIVE.match(path):
         raise InvalidOperationError(
             f"{what} {path!r} is an absolute path; names stay inside the namespace (S1.7)"
@@ -74,15 +79,7 @@ def validate_entity_path(name: object, what: str = "queue name") -> str:
 def validate_short_name(name: object, what: str = "subscription name") -> str:
     """Check a subscription or rule name: at most 50 characters, no '/' or '\\'."""
     short = _check_common(name, what)
-    if len(short) > MAX_SHORT_NAME:
-        raise InvalidOperationError(
-            f"{what} {short!r} is {len(short)} characters; at most {MAX_SHORT_NAME} (S1.7)"
-        )
-    bad = sorted(set(short) & _SHORT_FORBIDDEN)
-    if bad:
-        raise InvalidOperationError(
-            f"{what} {short!r} contains {''.join(bad)!r}; '/' and '\\' are not allowed (S1.7)"
-        )
+    _check_length_and_characters(short, what, MAX_SHORT_NAME, _SHORT_FORBIDDEN)
     if short in (".", ".."):
         raise InvalidOperationError(f"{what} {short!r} may not escape the namespace (S1.7)")
     return short

@@ -19,16 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
+import delta.exceptions as dx
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -51,14 +42,14 @@ __all__ = [
 
 # The eight conflict classes share no Python base class (DESIGN fact 3).
 DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
+    dx.ConcurrentAppendException,
+    dx.ConcurrentDeleteDeleteException,
+    dx.ConcurrentDeleteReadException,
+    dx.ConcurrentTransactionException,
+    dx.ConcurrentWriteException,
+    dx.DeltaConcurrentModificationException,
+    dx.MetadataChangedException,
+    dx.ProtocolChangedException,
 )
 
 OP_COLUMN = "_op"  # 'upsert' or 'delete'
