@@ -4,7 +4,7 @@ P processes (each its own JVM) write commit files 0..N-1 into one _delta_log fol
 overwrite=false, as Delta's commit does, all at once. A version that more than one process
 was told it wrote is a lost commit: one writer's actions were silently replaced.
 
-    python benchmarks/spikes/fact4_logstore_race.py [processes] [versions]
+    python benchmarks/spikes/fact4_logstore_race.py [processes] [versions] [default|link]
 """
 
 from __future__ import annotations
@@ -78,5 +78,8 @@ if __name__ == "__main__":
     else:
         p = int(sys.argv[1]) if len(sys.argv) > 1 else 4
         n = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+        only = sys.argv[3] if len(sys.argv) > 3 else ""
         for name, cls in STORES.items():
+            if only and only not in name.lower():
+                continue
             print(json.dumps({"store": name, "processes": p, **run(p, n, cls)}))

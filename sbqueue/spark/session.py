@@ -38,6 +38,8 @@ def local_conf() -> dict[str, str]:
         conf[key] = value.strip()
     conf["spark.jars.ivy"] = str(cache_dir() / "ivy")
     conf["spark.jars.ivySettings"] = str(conf_dir() / "ivysettings.xml")
+    # The in-memory catalog holds only views; keep its folder out of the user's directory.
+    conf["spark.sql.warehouse.dir"] = str(cache_dir() / "warehouse")
     return conf
 
 
