@@ -10,20 +10,24 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from sbqueue.core.durations import NEVER, format_duration, is_never, parse_duration
 from sbqueue.core.names import validate_entity_path
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = [
-    "IMMUTABLE_QUEUE_PROPERTIES",
+    "IMMUTABLE_PROPERTIES",
     "QUEUE_PROPERTY_NAMES",
     "EntityAvailabilityStatus",
+    "EntityDefinition",
     "EntityStatus",
     "NamespaceProperties",
     "QueueProperties",
     "Sku",
+    "SubscriptionProperties",
+    "TopicProperties",
+    "build_properties",
     "build_queue_properties",
 ]
 
@@ -96,34 +100,22 @@ _BOOLS = (
     "enable_partitioning",
     "enable_batched_operations",
     "enable_express",
+    "support_ordering",
+    "dead_lettering_on_filter_evaluation_exceptions",
 )
-IMMUTABLE_QUEUE_PROPERTIES = ("enable_partitioning", "requires_session",
-                              "requires_duplicate_detection")
+# Fixed at creation (S1.3, S10.1, S11.1): an update may repeat them but not change them.
+IMMUTABLE_PROPERTIES = ("enable_partitioning", "requires_session",
+                        "requires_duplicate_detection")
+_SYSTEM_FIELDS = ("name", "topic_name", "partition_count", "entity_id", "created_at_utc",
+                  "updated_at_utc")
 
 
 @dataclass
-class QueueProperties:
-    """A queue's definition, as ``azure.servicebus.management.QueueProperties``."""
+class EntityDefinition:
+    """What every stored definition shares: a name, the fields the namespace sets, the JSON
+    form and the settable names."""
 
     name: str
-    lock_duration: timedelta = timedelta(seconds=60)
-    max_size_in_megabytes: int = 1024
-    requires_duplicate_detection: bool = False
-    requires_session: bool = False
-    default_message_time_to_live: timedelta = NEVER
-    dead_lettering_on_message_expiration: bool = False
-    duplicate_detection_history_time_window: timedelta = timedelta(minutes=10)
-    max_delivery_count: int = 10
-    enable_batched_operations: bool = True
-    status: EntityStatus = EntityStatus.ACTIVE
-    auto_delete_on_idle: timedelta = NEVER
-    enable_partitioning: bool = False
-    enable_express: bool = False
-    forward_to: str | None = None
-    forward_dead_lettered_messages_to: str | None = None
-    user_metadata: str | None = None
-    max_message_size_in_kilobytes: int | None = None
-    # Set by the namespace, never by the caller.
     partition_count: int = 1
     entity_id: str = ""
     created_at_utc: datetime | None = None
@@ -143,7 +135,7 @@ class QueueProperties:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> QueueProperties:
+    def from_json(cls: type[D], data: dict[str, Any]) -> D:
         known = {f.name: f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, value in data.items():
@@ -159,12 +151,76 @@ class QueueProperties:
             values[key] = value
         return cls(**values)
 
+    @classmethod
+    def settable(cls) -> frozenset[str]:
+        """The property names a caller may set (the SDK's keyword names)."""
+        return frozenset(f.name for f in dataclasses.fields(cls) if f.name not in _SYSTEM_FIELDS)
 
-QUEUE_PROPERTY_NAMES = frozenset(
-    f.name
-    for f in dataclasses.fields(QueueProperties)
-    if f.name not in ("name", "partition_count", "entity_id", "created_at_utc", "updated_at_utc")
-)
+
+D = TypeVar("D", bound="EntityDefinition")
+
+
+@dataclass
+class QueueProperties(EntityDefinition):
+    """A queue's definition, as ``azure.servicebus.management.QueueProperties``."""
+
+    lock_duration: timedelta = timedelta(seconds=60)
+    max_size_in_megabytes: int = 1024
+    requires_duplicate_detection: bool = False
+    requires_session: bool = False
+    default_message_time_to_live: timedelta = NEVER
+    dead_lettering_on_message_expiration: bool = False
+    duplicate_detection_history_time_window: timedelta = timedelta(minutes=10)
+    max_delivery_count: int = 10
+    enable_batched_operations: bool = True
+    status: EntityStatus = EntityStatus.ACTIVE
+    auto_delete_on_idle: timedelta = NEVER
+    enable_partitioning: bool = False
+    enable_express: bool = False
+    forward_to: str | None = None
+    forward_dead_lettered_messages_to: str | None = None
+    user_metadata: str | None = None
+    max_message_size_in_kilobytes: int | None = None
+
+
+@dataclass
+class TopicProperties(EntityDefinition):
+    """A topic's definition, as ``azure.servicebus.management.TopicProperties``."""
+
+    default_message_time_to_live: timedelta = NEVER
+    max_size_in_megabytes: int = 1024
+    requires_duplicate_detection: bool = False
+    duplicate_detection_history_time_window: timedelta = timedelta(minutes=10)
+    enable_batched_operations: bool = True
+    status: EntityStatus = EntityStatus.ACTIVE
+    support_ordering: bool = False
+    auto_delete_on_idle: timedelta = NEVER
+    enable_partitioning: bool = False
+    enable_express: bool = False
+    user_metadata: str | None = None
+    max_message_size_in_kilobytes: int | None = None
+
+
+@dataclass
+class SubscriptionProperties(EntityDefinition):
+    """A subscription's definition; its partition count is its topic's (S1.4)."""
+
+    topic_name: str = ""
+    lock_duration: timedelta = timedelta(seconds=60)
+    requires_session: bool = False
+    default_message_time_to_live: timedelta = NEVER
+    dead_lettering_on_message_expiration: bool = False
+    dead_lettering_on_filter_evaluation_exceptions: bool = True
+    max_delivery_count: int = 10
+    enable_batched_operations: bool = True
+    status: EntityStatus = EntityStatus.ACTIVE
+    forward_to: str | None = None
+    forward_dead_lettered_messages_to: str | None = None
+    auto_delete_on_idle: timedelta = NEVER
+    user_metadata: str | None = None
+
+
+QUEUE_PROPERTY_NAMES = QueueProperties.settable()
 
 
 def _coerce(key: str, value: object, sku: Sku) -> object:
@@ -225,7 +281,65 @@ def _coerce(key: str, value: object, sku: Sku) -> object:
                 f"user_metadata must be a string of at most 1024 characters, got {value!r}"
             )
         return value
-    raise InvalidOperationError(f"{key!r} is not a queue property")  # pragma: no cover
+    raise InvalidOperationError(f"{key!r} is not a settable property")  # pragma: no cover
+
+
+def build_properties(
+    kind: type[D],
+    name: str,
+    overrides: dict[str, Any],
+    *,
+    sku: Sku,
+    messaging_partitions: int,
+    base: D | None = None,
+    parent_partitions: int | None = None,
+) -> D:
+    """Validate ``overrides`` on top of ``base`` (or the defaults) for a namespace's SKU.
+
+    Raises InvalidOperationError for an unknown name, a wrong type or range, or a change
+    of a property fixed at creation (S1.3). A subscription takes ``parent_partitions``,
+    its topic's partition count (S1.4).
+    """
+    allowed = kind.settable()
+    what = kind.__name__.removesuffix("Properties").lower()
+    unknown = sorted(set(overrides) - allowed)
+    if unknown:
+        raise InvalidOperationError(
+            f"unknown {what} propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(allowed))}"
+        )
+    values: dict[str, Any] = {k: _coerce(k, v, sku) for k, v in overrides.items()}
+    if base is None:
+        if parent_partitions is not None:
+            values["partition_count"] = parent_partitions
+        elif sku is Sku.PREMIUM:
+            wanted = values.get("enable_partitioning")
+            if wanted is not None and wanted != (messaging_partitions > 1):
+                raise InvalidOperationError(
+                    f"enable_partitioning={wanted}: on Premium every {what} has the "
+                    f"namespace's {messaging_partitions} partition(s) (S1.2)"
+                )
+            values["enable_partitioning"] = messaging_partitions > 1
+            values["partition_count"] = messaging_partitions
+            values.setdefault("max_message_size_in_kilobytes", 1024)
+        else:
+            partitioned = bool(values.get("enable_partitioning", False))
+            values["partition_count"] = STANDARD_PARTITIONS if partitioned else 1
+        props = kind(name=name, **values)
+    else:
+        for key in IMMUTABLE_PROPERTIES:
+            if key in values and values[key] != getattr(base, key):
+                raise InvalidOperationError(
+                    f"{key} of {what} {base.name!r} is {getattr(base, key)} and cannot change "
+                    f"to {values[key]} after creation (S1.3)"
+                )
+        props = dataclasses.replace(base, **values)
+    target = getattr(props, "forward_to", None)
+    if getattr(props, "requires_session", False) and target:
+        raise InvalidOperationError(
+            f"{what} {name!r} requires sessions and cannot forward to {target!r} (S13.1)"
+        )
+    return props
 
 
 def build_queue_properties(
@@ -236,43 +350,6 @@ def build_queue_properties(
     messaging_partitions: int,
     base: QueueProperties | None = None,
 ) -> QueueProperties:
-    """Validate ``overrides`` on top of ``base`` (or the defaults) for a namespace's SKU.
-
-    Raises InvalidOperationError for an unknown name, a wrong type or range, or a change
-    of an immutable property of an existing queue (S1.3).
-    """
-    unknown = sorted(set(overrides) - QUEUE_PROPERTY_NAMES)
-    if unknown:
-        raise InvalidOperationError(
-            f"unknown queue propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(QUEUE_PROPERTY_NAMES))}"
-        )
-    values: dict[str, Any] = {k: _coerce(k, v, sku) for k, v in overrides.items()}
-    if base is None:
-        if sku is Sku.PREMIUM:
-            wanted = values.get("enable_partitioning")
-            if wanted is not None and wanted != (messaging_partitions > 1):
-                raise InvalidOperationError(
-                    f"enable_partitioning={wanted}: on Premium every queue has the namespace's "
-                    f"{messaging_partitions} partition(s) (S1.2)"
-                )
-            values["enable_partitioning"] = messaging_partitions > 1
-            values["partition_count"] = messaging_partitions
-            values.setdefault("max_message_size_in_kilobytes", 1024)
-        else:
-            partitioned = bool(values.get("enable_partitioning", False))
-            values["partition_count"] = STANDARD_PARTITIONS if partitioned else 1
-        props = QueueProperties(name=name, **values)
-    else:
-        for key in IMMUTABLE_QUEUE_PROPERTIES:
-            if key in values and values[key] != getattr(base, key):
-                raise InvalidOperationError(
-                    f"{key} of queue {base.name!r} is {getattr(base, key)} and cannot change "
-                    f"to {values[key]} after creation (S1.3)"
-                )
-        props = dataclasses.replace(base, **values)
-    if props.requires_session and props.forward_to:
-        raise InvalidOperationError(
-            f"queue {name!r} requires sessions and cannot forward to {props.forward_to!r} (S13.1)"
-        )
-    return props
+    """``build_properties`` for a queue."""
+    return build_properties(QueueProperties, name, overrides, sku=sku,
+                            messaging_partitions=messaging_partitions, base=base)

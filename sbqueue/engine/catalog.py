@@ -16,10 +16,17 @@ import contextlib
 import hashlib
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from sbqueue.core.names import name_key
-from sbqueue.core.properties import NamespaceProperties, QueueProperties, Sku
+from sbqueue.core.properties import (
+    EntityDefinition,
+    NamespaceProperties,
+    QueueProperties,
+    Sku,
+    SubscriptionProperties,
+    TopicProperties,
+)
 from sbqueue.exceptions import (
     MessagingEntityAlreadyExistsError,
     MessagingEntityNotFoundError,
@@ -27,21 +34,36 @@ from sbqueue.exceptions import (
 )
 from sbqueue.store.documents import DocumentExists, DocumentStore
 
-__all__ = ["MAX_ENTITIES", "MAX_PARTITIONED_ENTITIES", "Catalog"]
+__all__ = ["MAX_ENTITIES", "MAX_PARTITIONED_ENTITIES", "MAX_SUBSCRIPTIONS", "Catalog"]
 
 MAX_ENTITIES = 10_000
 MAX_PARTITIONED_ENTITIES = 100
+MAX_SUBSCRIPTIONS = 2000
 _NAMESPACE_DOC = "_sbqueue/namespace.json"
-_ENTITIES = "_sbqueue/entities"
+_ENTITIES = "_sbqueue/entities"  # queues and topics: one name space (S1.7)
+_SUBSCRIPTIONS = "_sbqueue/subscriptions"
+_KINDS: dict[str, type[EntityDefinition]] = {
+    "queue": QueueProperties, "topic": TopicProperties, "subscription": SubscriptionProperties,
+}
+
+D = TypeVar("D", bound=EntityDefinition)
 
 
-def _doc_name(name: str) -> str:
-    digest = hashlib.sha256(name_key(name).encode()).hexdigest()[:32]
-    return f"{_ENTITIES}/{digest}.json"
+def _doc_name(kind: str, name: str, topic: str | None = None) -> str:
+    if kind == "subscription":
+        key, folder = f"{name_key(topic or '')}\x00{name_key(name)}", _SUBSCRIPTIONS
+    else:
+        key, folder = name_key(name), _ENTITIES
+    return f"{folder}/{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _describe(kind: str, name: str, topic: str | None) -> str:
+    return f"subscription {name!r} of topic {topic!r}" if kind == "subscription" \
+        else f"{kind} {name!r}"
 
 
 class Catalog:
-    """Reads and writes definitions; enforces uniqueness and the quotas of S1.5."""
+    """Reads and writes definitions; enforces uniqueness and the quotas of S1.5, S15.1."""
 
     def __init__(self, documents: DocumentStore, root: str) -> None:
         self.documents = documents
@@ -77,79 +99,97 @@ class Catalog:
     def data_path(self, entity_id: str, table: str) -> str:
         return f"{self.root}/entities/{entity_id}/{table}"
 
-    def get_queue(self, name: str) -> QueueProperties:
-        doc = self.documents.read(_doc_name(name))
-        if doc is None or doc.get("kind") != "queue":
-            raise MessagingEntityNotFoundError(f"queue {name!r} does not exist in {self.root}")
-        return QueueProperties.from_json(doc["properties"])
+    def _read(self, kind: str, name: str, topic: str | None = None) -> dict[str, Any] | None:
+        doc = self.documents.read(_doc_name(kind, name, topic))
+        return doc if doc is not None and doc.get("kind") == kind else None
 
-    def queue_exists(self, name: str) -> bool:
-        doc = self.documents.read(_doc_name(name))
-        return doc is not None and doc.get("kind") == "queue"
+    def get(self, kind: str, name: str, topic: str | None = None) -> Any:
+        """The definition of a queue, topic or subscription, or MessagingEntityNotFound."""
+        doc = self._read(kind, name, topic)
+        if doc is None:
+            raise MessagingEntityNotFoundError(
+                f"{_describe(kind, name, topic)} does not exist in {self.root}")
+        return _KINDS[kind].from_json(doc["properties"])
 
-    def list_docs(self) -> list[dict[str, Any]]:
-        out = []
-        for doc_name in self.documents.list(_ENTITIES):
-            doc = self.documents.read(doc_name)
-            if doc is not None:
-                out.append(doc)
-        return out
+    def exists(self, kind: str, name: str, topic: str | None = None) -> bool:
+        return self._read(kind, name, topic) is not None
 
-    def list_queues(self) -> list[QueueProperties]:
-        queues = [
-            QueueProperties.from_json(d["properties"]) for d in self.list_docs()
-            if d.get("kind") == "queue"
-        ]
-        return sorted(queues, key=lambda q: name_key(q.name))
+    def _docs(self, folder: str) -> list[dict[str, Any]]:
+        docs = (self.documents.read(n) for n in self.documents.list(folder))
+        return [d for d in docs if d is not None]
 
-    def create_queue(self, props: QueueProperties) -> QueueProperties:
-        """Store a new definition; one of two concurrent creators of a name wins."""
+    def entities(self, kind: str, topic: str | None = None) -> list[Any]:
+        folder = _SUBSCRIPTIONS if kind == "subscription" else _ENTITIES
+        found: list[Any] = [_KINDS[kind].from_json(d["properties"]) for d in self._docs(folder)
+                 if d.get("kind") == kind]
+        if topic is not None:
+            found = [f for f in found if name_key(f.topic_name) == name_key(topic)]
+        return sorted(found, key=lambda f: name_key(f.name))
+
+    def create(self, kind: str, props: D) -> D:
+        """Store a new definition; of two concurrent creators of a name, one wins."""
+        topic = getattr(props, "topic_name", None) if kind == "subscription" else None
+        doc_name = _doc_name(kind, props.name, topic)
         with self.documents.lock("catalog"):
-            if self.queue_exists(props.name) or self.documents.read(_doc_name(props.name)):
+            if self.documents.read(doc_name) is not None:
                 raise MessagingEntityAlreadyExistsError(
-                    f"an entity named {props.name!r} already exists in {self.root} "
-                    "(names are case-insensitive, S1.7)"
-                )
-            docs = self.list_docs()
-            if len(docs) >= MAX_ENTITIES:
+                    f"{_describe(kind, props.name, topic)}: that name is taken in {self.root} "
+                    "(names are case-insensitive, S1.7)")
+            entities = self._docs(_ENTITIES)
+            subscriptions = self._docs(_SUBSCRIPTIONS)
+            if len(entities) + len(subscriptions) >= MAX_ENTITIES:
                 raise ServiceBusQuotaExceededError(
-                    f"namespace {self.root} holds {len(docs)} entities; at most "
-                    f"{MAX_ENTITIES} (S1.5)"
-                )
+                    f"namespace {self.root} holds {len(entities) + len(subscriptions)} "
+                    f"entities; at most {MAX_ENTITIES} (S1.5)")
+            if kind == "subscription":
+                siblings = sum(1 for d in subscriptions
+                               if name_key(d["properties"]["topic_name"]) == name_key(topic or ""))
+                if siblings >= MAX_SUBSCRIPTIONS:
+                    raise ServiceBusQuotaExceededError(
+                        f"topic {topic!r} has {siblings} subscriptions; at most "
+                        f"{MAX_SUBSCRIPTIONS} (S15.1)")
             ns = self.namespace()
-            if props.enable_partitioning and ns is not None and ns.sku is Sku.STANDARD:
-                partitioned = sum(
-                    1 for d in docs if d["properties"].get("enable_partitioning")
-                    and d.get("kind") in ("queue", "topic")
-                )
+            if getattr(props, "enable_partitioning", False) and ns is not None \
+                    and ns.sku is Sku.STANDARD:
+                partitioned = sum(1 for d in entities
+                                  if d["properties"].get("enable_partitioning"))
                 if partitioned >= MAX_PARTITIONED_ENTITIES:
                     raise ServiceBusQuotaExceededError(
-                        f"cannot create partitioned queue {props.name!r}: the namespace has "
+                        f"cannot create partitioned {kind} {props.name!r}: the namespace has "
                         f"{partitioned} partitioned queues and topics; at most "
-                        f"{MAX_PARTITIONED_ENTITIES} on Standard (S1.5)"
-                    )
+                        f"{MAX_PARTITIONED_ENTITIES} on Standard (S1.5)")
             now = datetime.now(timezone.utc)
             props.entity_id = props.entity_id or uuid.uuid4().hex
             props.created_at_utc = props.updated_at_utc = now
             try:
-                self.documents.create(
-                    _doc_name(props.name), {"kind": "queue", "properties": props.to_json()}
-                )
+                self.documents.create(doc_name, {"kind": kind, "properties": props.to_json()})
             except DocumentExists:
                 raise MessagingEntityAlreadyExistsError(
-                    f"an entity named {props.name!r} already exists in {self.root} (S1.7)"
+                    f"{_describe(kind, props.name, topic)} already exists in {self.root} (S1.7)"
                 ) from None
         return props
 
-    def replace_queue(self, props: QueueProperties) -> QueueProperties:
+    def replace(self, kind: str, props: D) -> D:
+        topic = getattr(props, "topic_name", None) if kind == "subscription" else None
         props.updated_at_utc = datetime.now(timezone.utc)
-        self.documents.replace(
-            _doc_name(props.name), {"kind": "queue", "properties": props.to_json()}
-        )
+        self.documents.replace(_doc_name(kind, props.name, topic),
+                               {"kind": kind, "properties": props.to_json()})
         return props
 
-    def delete_queue(self, name: str) -> QueueProperties:
-        props = self.get_queue(name)
-        if not self.documents.delete(_doc_name(name)):
-            raise MessagingEntityNotFoundError(f"queue {name!r} does not exist in {self.root}")
+    def delete(self, kind: str, name: str, topic: str | None = None) -> Any:
+        props = self.get(kind, name, topic)
+        if not self.documents.delete(_doc_name(kind, name, topic)):
+            raise MessagingEntityNotFoundError(
+                f"{_describe(kind, name, topic)} does not exist in {self.root}")
         return props
+
+    # Queue shorthands used by the engine.
+    def get_queue(self, name: str) -> QueueProperties:
+        props: QueueProperties = self.get("queue", name)
+        return props
+
+    def queue_exists(self, name: str) -> bool:
+        return self.exists("queue", name)
+
+    def list_queues(self) -> list[QueueProperties]:
+        return self.entities("queue")

@@ -31,11 +31,8 @@ from sbqueue.core.properties import QueueProperties
 from sbqueue.core.routing import partitions_for
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.schema import (
-    INBOX_PROPERTIES,
     INBOX_SCHEMA,
     LEDGER_COLUMNS,
-    LEDGER_PROPERTIES,
-    LEDGER_SCHEMA,
     MESSAGE_FIELDS,
     SEGMENT_SECONDS,
 )
@@ -44,7 +41,6 @@ from sbqueue.store.delta import (
     EXPECT_COLUMN,
     OP_COLUMN,
     append,
-    create_table,
     guarded_merge,
     latest_version,
     read_appended,
@@ -115,13 +111,6 @@ class Entity:
     @property
     def name(self) -> str:
         return self.props.name
-
-    # -- tables ----------------------------------------------------------------------------
-    def create_tables(self) -> None:
-        create_table(self.spark, self.inbox_path, INBOX_SCHEMA, ["partition_id", "segment"],
-                     INBOX_PROPERTIES)
-        create_table(self.spark, self.ledger_path, LEDGER_SCHEMA, ["partition_id"],
-                     LEDGER_PROPERTIES)
 
     def _ledger(self, partition: int | None = None) -> DataFrame:
         df = self.spark.read.format("delta").load(self.ledger_path)

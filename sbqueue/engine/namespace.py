@@ -11,23 +11,38 @@ import hashlib
 import re
 import shutil
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.names import (
     DEAD_LETTER_SUFFIX,
     TRANSFER_DEAD_LETTER_SUFFIX,
     validate_entity_path,
 )
-from sbqueue.core.properties import NamespaceProperties, QueueProperties, Sku
+from sbqueue.core.properties import EntityDefinition, NamespaceProperties, Sku
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.entity import Entity, SubQueue
+from sbqueue.engine.schema import (
+    INBOX_PROPERTIES,
+    INBOX_SCHEMA,
+    LEDGER_PROPERTIES,
+    LEDGER_SCHEMA,
+)
 from sbqueue.exceptions import InvalidOperationError
+from sbqueue.store.delta import create_table
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["Namespace", "normalize_root"]
+
+D = TypeVar("D", bound=EntityDefinition)
+
+_TABLES = {"queue": ("inbox", "ledger"), "topic": ("inbox",), "subscription": ("ledger",)}
+_LAYOUTS = {
+    "inbox": (INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES),
+    "ledger": (LEDGER_SCHEMA, ["partition_id"], LEDGER_PROPERTIES),
+}
 
 
 def normalize_root(root: str) -> str:
@@ -92,23 +107,42 @@ class Namespace:
         validate_entity_path(base, "entity path")
         return Entity(self, self.catalog.get_queue(base), sub_queue)
 
-    def create_queue_storage(self, props: QueueProperties) -> QueueProperties:
-        """Create the tables of a new queue, then publish its definition (or clean up)."""
-        props.entity_id = uuid.uuid4().hex
-        entity = Entity(self, props)
+    def create_storage(self, kind: str, props: D) -> D:
+        """Create a new entity's tables, then publish its definition (or clean up).
+
+        A queue has an inbox and a ledger, a topic an inbox (its sends), a subscription a
+        ledger (its copies); docs/decisions/001-storage-layout.md.
+        """
+        entity_id = uuid.uuid4().hex
+        props.entity_id = entity_id
+        paths = {t: self.catalog.data_path(entity_id, t) for t in _TABLES[kind]}
         try:
-            entity.create_tables()
-            created = self.catalog.create_queue(props)
+            for table, path in paths.items():
+                schema, partition_by, properties = _LAYOUTS[table]
+                create_table(self.spark, path, schema, partition_by, properties)
+            created = self.catalog.create(kind, props)
         except BaseException:
-            self._remove_data(props.entity_id)
+            self._remove_data(entity_id)
             raise
-        self._register_view(created)
+        if "ledger" in paths:
+            self._register_view(self._view_name(kind, props), paths["ledger"])
         return created
 
-    def delete_queue_storage(self, name: str) -> None:
-        props = self.catalog.delete_queue(name)
-        self.spark.sql(f"DROP VIEW IF EXISTS {self.sql_name(props.name)}")
+    def delete_storage(self, kind: str, name: str, topic: str | None = None) -> None:
+        """Delete a definition, its view and its tables; a topic takes its subscriptions."""
+        if kind == "topic":
+            for sub in self.catalog.entities("subscription", topic=name):
+                self.delete_storage("subscription", sub.name, name)
+        props = self.catalog.delete(kind, name, topic)
+        if "ledger" in _TABLES[kind]:
+            self.spark.sql(f"DROP VIEW IF EXISTS {self.sql_name(self._view_name(kind, props))}")
         self._remove_data(props.entity_id)
+
+    @staticmethod
+    def _view_name(kind: str, props: EntityDefinition) -> str:
+        if kind == "subscription":
+            return f"{props.topic_name}/Subscriptions/{props.name}"  # type: ignore[attr-defined]
+        return props.name
 
     def _remove_data(self, entity_id: str) -> None:
         folder = f"{self.root}/entities/{entity_id}"
@@ -122,15 +156,15 @@ class Namespace:
 
     # -- Spark SQL -------------------------------------------------------------------------
     def sql_name(self, name: str) -> str:
-        """The Spark SQL name of a queue's view: ``<database>.<queue>``; ``/`` and other
-        characters outside ``[A-Za-z0-9_]`` become ``_`` followed by a short hash."""
+        """The Spark SQL name of an entity's view: ``<database>.<entity>``. Characters
+        outside ``[A-Za-z0-9_]`` (such as the ``/`` of ``topic/Subscriptions/sub``) become
+        ``_``, followed by a short hash of the name."""
         return f"{self.database}.{_sql_identifier(name)}"
 
-    def _register_view(self, props: QueueProperties) -> None:
+    def _register_view(self, name: str, ledger: str) -> None:
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
-        ledger = self.catalog.data_path(props.entity_id, "ledger")
         self.spark.sql(
-            f"CREATE OR REPLACE VIEW {self.sql_name(props.name)} AS "
+            f"CREATE OR REPLACE VIEW {self.sql_name(name)} AS "
             "SELECT sequence_number, partition_id, message_id, session_id, partition_key, "
             "correlation_id, subject, content_type, `to`, reply_to, reply_to_session_id, "
             "application_properties, body, size_in_bytes, enqueued_time_utc, "
@@ -142,7 +176,9 @@ class Namespace:
         )
 
     def register_views(self) -> None:
-        """(Re)create the view of every queue in this session's catalog."""
-        for props in self.catalog.list_queues():
-            self._register_view(props)
+        """(Re)create the view of every queue and subscription in this session's catalog."""
+        for kind in ("queue", "subscription"):
+            for props in self.catalog.entities(kind):
+                ledger = self.catalog.data_path(props.entity_id, "ledger")
+                self._register_view(self._view_name(kind, props), ledger)
         self._views_ready = True

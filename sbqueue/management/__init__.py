@@ -8,6 +8,8 @@ from sbqueue.core.properties import (
     NamespaceProperties,
     QueueProperties,
     Sku,
+    SubscriptionProperties,
+    TopicProperties,
 )
 from sbqueue.management.admin import QueueRuntimeProperties, ServiceBusAdministrationClient
 
@@ -19,4 +21,6 @@ __all__ = [
     "QueueRuntimeProperties",
     "ServiceBusAdministrationClient",
     "Sku",
+    "SubscriptionProperties",
+    "TopicProperties",
 ]

@@ -1,7 +1,8 @@
-"""``ServiceBusAdministrationClient``: namespaces and queues, shaped like azure-servicebus.
+"""``ServiceBusAdministrationClient``: namespaces, queues, topics and subscriptions, shaped
+like azure-servicebus.
 
-Topics, subscriptions and rules arrive with their own issues; their methods are not
-defined yet rather than defined as stubs.
+Rules, and sending to topics, arrive with their own issue; their methods are not defined yet
+rather than defined as stubs.
 """
 
 from __future__ import annotations
@@ -10,14 +11,17 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sbqueue.core.names import name_key, validate_entity_path
+from sbqueue.core.names import name_key, validate_entity_path, validate_short_name
 from sbqueue.core.properties import (
     EntityAvailabilityStatus,
+    EntityDefinition,
     NamespaceProperties,
     QueueProperties,
-    build_queue_properties,
+    SubscriptionProperties,
+    TopicProperties,
+    build_properties,
 )
 from sbqueue.engine.namespace import Namespace
 from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
@@ -26,6 +30,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["QueueRuntimeProperties", "ServiceBusAdministrationClient", "parse_endpoint"]
+
+D = TypeVar("D", bound=EntityDefinition)
 
 
 def parse_endpoint(connection_string: str) -> str:
@@ -91,16 +97,36 @@ class ServiceBusAdministrationClient:
         queues = self.namespace.catalog.list_queues()
         return dataclasses.replace(self.namespace.properties, queue_count=len(queues))
 
+    # -- shared by queues, topics and subscriptions ----------------------------------------
+    def _build(self, kind: type[D], name: str, changes: dict[str, Any],
+               base: D | None = None, parent_partitions: int | None = None) -> D:
+        ns = self.namespace.properties
+        props = build_properties(kind, name, changes, sku=ns.sku,
+                                 messaging_partitions=ns.messaging_partitions, base=base,
+                                 parent_partitions=parent_partitions)
+        self._check_forwarding(props)
+        return props
+
+    def _changes(self, kind: str, given: Any, current: EntityDefinition,
+                 overrides: dict[str, Any]) -> dict[str, Any]:
+        """What an update asks to change: the differing fields of a properties object, or a
+        dict of them, plus keyword overrides."""
+        if isinstance(given, type(current)):
+            changes = {k: getattr(given, k) for k in current.settable()
+                       if getattr(given, k) != getattr(current, k)}
+        elif isinstance(given, dict):
+            changes = {k: v for k, v in given.items() if k not in ("name", "topic_name")}
+        else:
+            raise InvalidOperationError(
+                f"update_{kind} takes {type(current).__name__} or a dict, got "
+                f"{type(given).__name__}")
+        return {**changes, **overrides}
+
     # -- queues ----------------------------------------------------------------------------
     def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
-        name = validate_entity_path(queue_name)
-        ns = self.namespace
-        props = build_queue_properties(
-            name, kwargs, sku=ns.properties.sku,
-            messaging_partitions=ns.properties.messaging_partitions,
-        )
-        self._check_forwarding(props)
-        return ns.create_queue_storage(props)
+        props = self._build(QueueProperties, validate_entity_path(queue_name), kwargs)
+        created: QueueProperties = self.namespace.create_storage("queue", props)
+        return created
 
     def get_queue(self, queue_name: str, **_: Any) -> QueueProperties:
         return self.namespace.catalog.get_queue(validate_entity_path(queue_name))
@@ -108,35 +134,17 @@ class ServiceBusAdministrationClient:
     def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any
                      ) -> QueueProperties:
         """Apply a changed ``QueueProperties`` (or a dict of them) plus overrides."""
-        if isinstance(queue, QueueProperties):
-            name = queue.name
-            current = self.get_queue(name)
-            changed = {
-                f.name: getattr(queue, f.name) for f in dataclasses.fields(QueueProperties)
-                if f.name not in ("name", "partition_count", "entity_id", "created_at_utc",
-                                  "updated_at_utc")
-                and getattr(queue, f.name) != getattr(current, f.name)
-            }
-        elif isinstance(queue, dict):
-            name = queue.get("name", "")
-            current = self.get_queue(name)
-            changed = {k: v for k, v in queue.items() if k != "name"}
-        else:
-            raise InvalidOperationError(
-                f"update_queue takes QueueProperties or a dict, got {type(queue).__name__}"
-            )
-        changed.update(kwargs)
-        ns = self.namespace
-        props = build_queue_properties(
-            current.name, changed, sku=ns.properties.sku,
-            messaging_partitions=ns.properties.messaging_partitions, base=current,
-        )
-        self._check_forwarding(props)
-        return ns.catalog.replace_queue(props)
+        name = queue.name if isinstance(queue, QueueProperties) else str(
+            queue.get("name", "") if isinstance(queue, dict) else "")
+        current = self.get_queue(name)
+        props = self._build(QueueProperties, current.name,
+                            self._changes("queue", queue, current, kwargs), base=current)
+        replaced: QueueProperties = self.namespace.catalog.replace("queue", props)
+        return replaced
 
     def delete_queue(self, queue_name: str | QueueProperties, **_: Any) -> None:
         name = queue_name.name if isinstance(queue_name, QueueProperties) else queue_name
-        self.namespace.delete_queue_storage(validate_entity_path(name))
+        self.namespace.delete_storage("queue", validate_entity_path(name))
 
     def list_queues(self, **_: Any) -> list[QueueProperties]:
         return self.namespace.catalog.list_queues()
@@ -162,25 +170,103 @@ class ServiceBusAdministrationClient:
     def list_queues_runtime_properties(self, **_: Any) -> list[QueueRuntimeProperties]:
         return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]
 
-    def _check_forwarding(self, props: QueueProperties) -> None:
-        """Forward targets must exist, not be the queue itself, and form no cycle (S13.1)."""
+    # -- topics ----------------------------------------------------------------------------
+    def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        props = self._build(TopicProperties, validate_entity_path(topic_name, "topic name"),
+                            kwargs)
+        created: TopicProperties = self.namespace.create_storage("topic", props)
+        return created
+
+    def get_topic(self, topic_name: str, **_: Any) -> TopicProperties:
+        found: TopicProperties = self.namespace.catalog.get(
+            "topic", validate_entity_path(topic_name, "topic name"))
+        return found
+
+    def update_topic(self, topic: TopicProperties | dict[str, Any], **kwargs: Any
+                     ) -> TopicProperties:
+        name = topic.name if isinstance(topic, TopicProperties) else str(
+            topic.get("name", "") if isinstance(topic, dict) else "")
+        current = self.get_topic(name)
+        props = self._build(TopicProperties, current.name,
+                            self._changes("topic", topic, current, kwargs), base=current)
+        replaced: TopicProperties = self.namespace.catalog.replace("topic", props)
+        return replaced
+
+    def delete_topic(self, topic_name: str | TopicProperties, **_: Any) -> None:
+        """Delete a topic and all its subscriptions."""
+        name = topic_name.name if isinstance(topic_name, TopicProperties) else topic_name
+        self.namespace.delete_storage("topic", validate_entity_path(name, "topic name"))
+
+    def list_topics(self, **_: Any) -> list[TopicProperties]:
+        topics: list[TopicProperties] = self.namespace.catalog.entities("topic")
+        return topics
+
+    # -- subscriptions ---------------------------------------------------------------------
+    def create_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any
+                            ) -> SubscriptionProperties:
+        """A new subscription has its topic's partition count (S1.4)."""
+        topic = self.get_topic(topic_name)
+        name = validate_short_name(subscription_name)
+        props = self._build(SubscriptionProperties, name, kwargs,
+                            parent_partitions=topic.partition_count)
+        props.topic_name = topic.name
+        created: SubscriptionProperties = self.namespace.create_storage("subscription", props)
+        return created
+
+    def get_subscription(self, topic_name: str, subscription_name: str, **_: Any
+                         ) -> SubscriptionProperties:
+        found: SubscriptionProperties = self.namespace.catalog.get(
+            "subscription", validate_short_name(subscription_name),
+            validate_entity_path(topic_name, "topic name"))
+        return found
+
+    def update_subscription(self, topic_name: str,
+                            subscription: SubscriptionProperties | dict[str, Any],
+                            **kwargs: Any) -> SubscriptionProperties:
+        name = subscription.name if isinstance(subscription, SubscriptionProperties) else str(
+            subscription.get("name", "") if isinstance(subscription, dict) else "")
+        current = self.get_subscription(topic_name, name)
+        props = self._build(SubscriptionProperties, current.name,
+                            self._changes("subscription", subscription, current, kwargs),
+                            base=current)
+        replaced: SubscriptionProperties = self.namespace.catalog.replace("subscription", props)
+        return replaced
+
+    def delete_subscription(self, topic_name: str,
+                            subscription_name: str | SubscriptionProperties, **_: Any) -> None:
+        name = subscription_name.name if isinstance(
+            subscription_name, SubscriptionProperties) else subscription_name
+        self.namespace.delete_storage("subscription", validate_short_name(name),
+                                      validate_entity_path(topic_name, "topic name"))
+
+    def list_subscriptions(self, topic_name: str, **_: Any) -> list[SubscriptionProperties]:
+        topic = self.get_topic(topic_name)
+        subs: list[SubscriptionProperties] = self.namespace.catalog.entities("subscription",
+                                                                         topic=topic.name)
+        return subs
+
+    def _check_forwarding(self, props: EntityDefinition) -> None:
+        """Forward targets must be an existing queue or topic, not the entity itself, and
+        form no cycle of queues (S13.1)."""
         catalog = self.namespace.catalog
+        own = name_key(props.name) if isinstance(props, QueueProperties) else None
         for attr in ("forward_to", "forward_dead_lettered_messages_to"):
-            target = getattr(props, attr)
+            target = getattr(props, attr, None)
             if target is None:
                 continue
-            if name_key(target) == name_key(props.name):
+            if name_key(target) == own:
                 raise InvalidOperationError(
                     f"{attr}={target!r}: a queue cannot forward to itself (S13.1)")
-            if not catalog.queue_exists(target):
+            if not (catalog.exists("queue", target) or catalog.exists("topic", target)):
                 raise MessagingEntityNotFoundError(
-                    f"{attr}={target!r}: no such queue in the namespace (S13.1)")
-        seen = {name_key(props.name)}
-        hop = props.forward_to
+                    f"{attr}={target!r}: no such queue or topic in the namespace (S13.1)")
+        seen = {own} if own else set()
+        hop = getattr(props, "forward_to", None)
         while hop is not None:
             if name_key(hop) in seen:
                 raise InvalidOperationError(
-                    f"forward_to={props.forward_to!r} makes a forwarding cycle through "
+                    f"forward_to={getattr(props, 'forward_to', None)!r} makes a forwarding cycle "
+                    f"through "
                     f"{hop!r} (S13.1)")
             seen.add(name_key(hop))
             hop = catalog.get_queue(hop).forward_to if catalog.queue_exists(hop) else None

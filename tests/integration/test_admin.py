@@ -109,3 +109,57 @@ def test_connection_string_endpoint(spark, namespace_root) -> None:
         f"Endpoint={namespace_root};SharedAccessKeyName=x;SharedAccessKey=y", spark=spark)
     admin.create_queue("q")
     assert admin.get_queue("q").name == "q"
+
+
+def test_s1_4_a_subscription_has_its_topics_partition_count(admin, spark, tmp_path) -> None:
+    admin.create_topic("events", enable_partitioning=True)
+    admin.create_topic("plain")
+    assert admin.create_subscription("events", "audit").partition_count == 16
+    assert admin.create_subscription("plain", "audit").partition_count == 1
+    premium = ServiceBusAdministrationClient(str(tmp_path / "p"), spark=spark)
+    premium.create_namespace(str(tmp_path / "p"), sku="Premium", messaging_partitions=2,
+                             spark=spark)
+    premium.create_topic("t")
+    assert premium.create_subscription("t", "s").partition_count == 2
+
+
+def test_topic_and_subscription_crud(admin, spark, namespace_root) -> None:
+    admin.create_topic("Events", requires_duplicate_detection=True)
+    with pytest.raises(MessagingEntityAlreadyExistsError):
+        admin.create_queue("events")  # queues and topics share names (S1.7)
+    sub = admin.create_subscription("events", "Audit", lock_duration="PT10S",
+                                    max_delivery_count=4)
+    assert sub.topic_name == "Events" and sub.lock_duration.total_seconds() == 10
+    with pytest.raises(MessagingEntityAlreadyExistsError):
+        admin.create_subscription("EVENTS", "audit")
+    again = ServiceBusAdministrationClient(namespace_root, spark=spark)  # a restart
+    assert [s.name for s in again.list_subscriptions("events")] == ["Audit"]
+    updated = again.update_subscription("events", again.get_subscription("events", "audit"),
+                                        max_delivery_count=7)
+    assert updated.max_delivery_count == 7
+    with pytest.raises(InvalidOperationError, match=r"S1\.3"):
+        again.update_subscription("events", {"name": "audit", "requires_session": True})
+    with pytest.raises(InvalidOperationError, match=r"S1\.3"):
+        again.update_topic(again.get_topic("events"), requires_duplicate_detection=False)
+    assert again.get_topic("events").requires_duplicate_detection is True
+    with pytest.raises(InvalidOperationError, match=r"S1\.7"):
+        again.create_subscription("events", "a/b")
+    with pytest.raises(MessagingEntityNotFoundError):
+        again.create_subscription("missing", "s")
+    assert spark.sql(f"SELECT count(*) AS n FROM "
+                     f"{again.namespace.sql_name('Events/Subscriptions/Audit')}").first().n == 0
+    again.delete_topic("events")  # takes its subscriptions with it
+    assert again.list_topics() == []
+    with pytest.raises(MessagingEntityNotFoundError):
+        again.get_subscription("events", "audit")
+
+
+def test_s13_1_subscriptions_forward_to_queues_or_topics(admin) -> None:
+    admin.create_topic("t")
+    admin.create_queue("q")
+    assert admin.create_subscription("t", "to-q", forward_to="q").forward_to == "q"
+    assert admin.create_subscription("t", "to-t", forward_to="t").forward_to == "t"
+    with pytest.raises(MessagingEntityNotFoundError, match=r"S13\.1"):
+        admin.create_subscription("t", "bad", forward_to="nowhere")
+    with pytest.raises(InvalidOperationError, match=r"S13\.1"):
+        admin.create_subscription("t", "sess", requires_session=True, forward_to="q")

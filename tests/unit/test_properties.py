@@ -141,3 +141,26 @@ def test_definitions_round_trip_through_json() -> None:
 def test_iso_durations_round_trip(text: str) -> None:
     value = parse_duration(text, "d")
     assert parse_duration(format_duration(value), "d") == value
+
+
+def test_s1_4_subscription_takes_the_parent_partition_count() -> None:
+    from sbqueue.core.properties import SubscriptionProperties, build_properties
+
+    sub = build_properties(SubscriptionProperties, "s", {}, sku=Sku.STANDARD,
+                           messaging_partitions=1, parent_partitions=16)
+    assert sub.partition_count == 16
+    with pytest.raises(InvalidOperationError, match="unknown subscription property"):
+        build_properties(SubscriptionProperties, "s", {"enable_partitioning": True},
+                         sku=Sku.STANDARD, messaging_partitions=1, parent_partitions=16)
+
+
+def test_topic_properties_have_the_sdk_defaults() -> None:
+    from sbqueue.core.properties import TopicProperties, build_properties
+
+    topic = build_properties(TopicProperties, "t", {"enable_partitioning": True},
+                             sku=Sku.STANDARD, messaging_partitions=1)
+    assert topic.partition_count == 16 and topic.support_ordering is False
+    assert topic.duplicate_detection_history_time_window == timedelta(minutes=10)
+    with pytest.raises(InvalidOperationError, match="unknown topic property"):
+        build_properties(TopicProperties, "t", {"lock_duration": "PT1M"}, sku=Sku.STANDARD,
+                         messaging_partitions=1)
