@@ -46,6 +46,13 @@ def _parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
+def _print_properties(values: dict[str, Any]) -> None:
+    table = Table("property", "value")
+    for key, value in values.items():
+        table.add_row(key, str(value))
+    console.print(table)
+
+
 @click.group()
 def main() -> None:
     """Azure Service Bus queues on Spark and Delta Lake."""
@@ -115,12 +122,8 @@ def queue_list(namespace: str) -> None:
 def queue_show(namespace: str, name: str) -> None:
     """Show a queue's properties and runtime counts."""
     admin = _admin(namespace)
-    table = Table("property", "value")
-    for key, value in admin.get_queue(name).to_json().items():
-        table.add_row(key, str(value))
-    for key, value in vars(admin.get_queue_runtime_properties(name)).items():
-        table.add_row(key, str(value))
-    console.print(table)
+    _print_properties({**admin.get_queue(name).to_json(),
+                       **vars(admin.get_queue_runtime_properties(name))})
 
 
 @queue.command("delete")
@@ -130,6 +133,99 @@ def queue_delete(namespace: str, name: str) -> None:
     """Delete a queue and its messages."""
     _admin(namespace).delete_queue(name)
     console.print(f"deleted queue [cyan]{name}[/]")
+
+
+@main.group()
+def topic() -> None:
+    """Create, list, show and delete topics."""
+
+
+@topic.command("create")
+@namespace_option
+@click.argument("name")
+@click.argument("properties", nargs=-1)
+def topic_create(namespace: str, name: str, properties: tuple[str, ...]) -> None:
+    """Create topic NAME with SDK property names, e.g. enable_partitioning=true."""
+    props = _admin(namespace).create_topic(name, **_parse_props(properties))
+    console.print(f"created topic [cyan]{props.name}[/] with {props.partition_count} partition(s)")
+
+
+@topic.command("list")
+@namespace_option
+def topic_list(namespace: str) -> None:
+    """List the topics of the namespace."""
+    admin = _admin(namespace)
+    table = Table("name", "partitions", "subscriptions", "duplicate detection", "status")
+    for t in admin.list_topics():
+        table.add_row(t.name, str(t.partition_count), str(len(admin.list_subscriptions(t.name))),
+                      str(t.requires_duplicate_detection), t.status.value)
+    console.print(table)
+
+
+@topic.command("show")
+@namespace_option
+@click.argument("name")
+def topic_show(namespace: str, name: str) -> None:
+    """Show a topic's properties."""
+    _print_properties(_admin(namespace).get_topic(name).to_json())
+
+
+@topic.command("delete")
+@namespace_option
+@click.argument("name")
+def topic_delete(namespace: str, name: str) -> None:
+    """Delete a topic and its subscriptions."""
+    _admin(namespace).delete_topic(name)
+    console.print(f"deleted topic [cyan]{name}[/]")
+
+
+@main.group()
+def subscription() -> None:
+    """Create, list, show and delete subscriptions of a topic."""
+
+
+@subscription.command("create")
+@namespace_option
+@click.argument("topic_name")
+@click.argument("name")
+@click.argument("properties", nargs=-1)
+def subscription_create(namespace: str, topic_name: str, name: str,
+                        properties: tuple[str, ...]) -> None:
+    """Create subscription NAME of TOPIC_NAME, e.g. max_delivery_count=5."""
+    props = _admin(namespace).create_subscription(topic_name, name, **_parse_props(properties))
+    console.print(f"created subscription [cyan]{props.name}[/] of topic {props.topic_name} "
+                  f"with {props.partition_count} partition(s)")
+
+
+@subscription.command("list")
+@namespace_option
+@click.argument("topic_name")
+def subscription_list(namespace: str, topic_name: str) -> None:
+    """List the subscriptions of TOPIC_NAME."""
+    table = Table("name", "partitions", "sessions", "max deliveries", "forward to", "status")
+    for sub in _admin(namespace).list_subscriptions(topic_name):
+        table.add_row(sub.name, str(sub.partition_count), str(sub.requires_session),
+                      str(sub.max_delivery_count), sub.forward_to or "", sub.status.value)
+    console.print(table)
+
+
+@subscription.command("show")
+@namespace_option
+@click.argument("topic_name")
+@click.argument("name")
+def subscription_show(namespace: str, topic_name: str, name: str) -> None:
+    """Show a subscription's properties."""
+    _print_properties(_admin(namespace).get_subscription(topic_name, name).to_json())
+
+
+@subscription.command("delete")
+@namespace_option
+@click.argument("topic_name")
+@click.argument("name")
+def subscription_delete(namespace: str, topic_name: str, name: str) -> None:
+    """Delete a subscription and its messages."""
+    _admin(namespace).delete_subscription(topic_name, name)
+    console.print(f"deleted subscription [cyan]{name}[/] of topic {topic_name}")
 
 
 @main.command()

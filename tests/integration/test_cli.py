@@ -1,0 +1,37 @@
+"""The command line, in-process on the shared session (S1.7 errors, admin commands)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from sbqueue.cli import main
+from sbqueue.exceptions import InvalidOperationError
+
+pytestmark = pytest.mark.spark
+
+
+def test_cli_queue_topic_and_subscription_commands(spark, namespace_root) -> None:
+    runner = CliRunner()
+    ns = ["--namespace", namespace_root]
+    result = runner.invoke(main, ["queue", "create", *ns, "orders", "enable_partitioning=true",
+                                  "max_delivery_count=3"])
+    assert result.exit_code == 0, result.output
+    assert "16 partition(s)" in result.output
+    listed = runner.invoke(main, ["queue", "list", *ns])
+    assert "orders" in listed.output
+    shown = runner.invoke(main, ["queue", "show", *ns, "ORDERS"])
+    assert "max_delivery_count" in shown.output and "total_message_count" in shown.output
+    assert runner.invoke(main, ["topic", "create", *ns, "events"]).exit_code == 0
+    sub = runner.invoke(main, ["subscription", "create", *ns, "events", "audit"])
+    assert "1 partition(s)" in sub.output
+    assert "audit" in runner.invoke(main, ["subscription", "list", *ns, "events"]).output
+    assert runner.invoke(main, ["queue", "delete", *ns, "orders"]).exit_code == 0
+    assert "orders" not in runner.invoke(main, ["queue", "list", *ns]).output
+
+
+def test_cli_bad_name_is_a_clear_error(spark, namespace_root) -> None:
+    result = CliRunner().invoke(main, ["queue", "create", "--namespace", namespace_root,
+                                       "../escape"])
+    assert isinstance(result.exception, InvalidOperationError)
+    assert "S1.7" in str(result.exception)
