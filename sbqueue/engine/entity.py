@@ -144,57 +144,23 @@ class Entity:
         cols["message_id"] = F.coalesce(
             cols["message_id"], F.regexp_replace(F.expr("uuid()"), "-", "")
         )
-        props_size = F.coalesce(
+        header = F.coalesce(
             F.aggregate(
                 F.map_entries(cols["application_properties"]),
                 F.lit(0),
-                lambda acc, e: acc + F.length(e["key"]) + F.length(e["value"]) - 2,
+                # values are stored with a 2-byte type tag ("i:"), which is not counted
+                lambda acc, e: acc + F.octet_length(e["key"]) + F.octet_length(e["value"]) - 2,
             ),
             F.lit(0),
         )
-        header = props_size
         for name in ("message_id", "session_id", "partition_key", "correlation_id", "subject",
                      "content_type", "to", "reply_to", "reply_to_session_id"):
-            header = header + F.coalesce(F.length(cols[name]), F.lit(0))
-        cols["size_in_bytes"] = (F.coalesce(F.length(cols["body"]), F.lit(0)) + header).cast(
-            "int"
-        )
-        checks: list[tuple[Column, Column]] = []
-        for name in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
-            checks.append((
-                F.length(cols[name]) > MAX_ID_LENGTH,
-                F.concat(F.lit(f"{name} is longer than {MAX_ID_LENGTH} characters: "),
-                         F.substring(cols[name], 1, 40), F.lit(" (S2.2)")),
-            ))
-        checks.append((
-            cols["partition_key"].isNotNull() & cols["session_id"].isNotNull()
-            & (cols["partition_key"] != cols["session_id"]),
-            F.concat(F.lit("partition_key "), cols["partition_key"],
-                     F.lit(" differs from session_id "), cols["session_id"], F.lit(" (S2.2)")),
-        ))
-        if self.props.requires_session:
-            checks.append((
-                cols["session_id"].isNull(),
-                F.concat(F.lit(f"queue {self.name} requires sessions; message "),
-                         cols["message_id"], F.lit(" has no session_id (S10.1)")),
-            ))
-        limit = self.max_message_bytes()
-        checks.append((
-            cols["size_in_bytes"] > limit,
-            F.concat(F.lit("MessageSizeExceeded: message "), cols["message_id"], F.lit(" is "),
-                     cols["size_in_bytes"].cast("string"),
-                     F.lit(f" bytes; at most {limit} (S2.4)")),
-        ))
-        checks.append((
-            header > 64 * 1024,
-            F.concat(F.lit("MessageSizeExceeded: header of message "), cols["message_id"],
-                     F.lit(" exceeds 64 KB (S2.4)")),
-        ))
-        guard = F.lit(None).cast(StringType())
-        for bad, message in reversed(checks):
-            guard = F.when(bad, F.concat(F.lit("sbqueue-invalid "), message)).otherwise(guard)
-        cols["body"] = F.when(guard.isNull(), cols["body"]).otherwise(
-            F.raise_error(guard).cast(BinaryType())
+            header = header + F.coalesce(F.octet_length(cols[name]), F.lit(0))
+        cols["size_in_bytes"] = (
+            F.coalesce(F.octet_length(cols["body"]), F.lit(0)) + header).cast("int")
+        problem = self._first_problem(cols, header)
+        cols["body"] = F.when(problem.isNull(), cols["body"]).otherwise(
+            F.raise_error(F.concat(F.lit("sbqueue-invalid "), problem)).cast(BinaryType())
         )
         key = F.coalesce(
             cols["session_id"], cols["partition_key"],
@@ -229,6 +195,47 @@ class Entity:
             F.coalesce(F.col("hop_count"), F.lit(0)).cast("int").alias("hop_count"),
             F.lit(None).cast("array<string>").alias("targets"),
         ).select(*[f.name for f in INBOX_SCHEMA.fields])
+
+    def _first_problem(self, cols: dict[str, Column], header: Column) -> Column:
+        """The first rule a row breaks, as a message naming the value and rule; else null.
+
+        Evaluated inside the write job: a bad row fails the job before Delta commits, so a
+        send with one bad message stores nothing (S17: no partial effect)."""
+        checks: list[tuple[Column, Column]] = []
+        for name in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
+            checks.append((
+                F.length(cols[name]) > MAX_ID_LENGTH,
+                F.concat(F.lit(f"{name} is longer than {MAX_ID_LENGTH} characters: "),
+                         F.substring(cols[name], 1, 40), F.lit(" (S2.2)")),
+            ))
+        checks.append((
+            cols["partition_key"].isNotNull() & cols["session_id"].isNotNull()
+            & (cols["partition_key"] != cols["session_id"]),
+            F.concat(F.lit("partition_key "), cols["partition_key"],
+                     F.lit(" differs from session_id "), cols["session_id"], F.lit(" (S2.2)")),
+        ))
+        if self.props.requires_session:
+            checks.append((
+                cols["session_id"].isNull(),
+                F.concat(F.lit(f"queue {self.name} requires sessions; message "),
+                         cols["message_id"], F.lit(" has no session_id (S10.1)")),
+            ))
+        limit = self.max_message_bytes()
+        checks.append((
+            cols["size_in_bytes"] > limit,
+            F.concat(F.lit("MessageSizeExceeded: message "), cols["message_id"], F.lit(" is "),
+                     cols["size_in_bytes"].cast("string"),
+                     F.lit(f" bytes; at most {limit} (S2.4)")),
+        ))
+        checks.append((
+            header > 64 * 1024,
+            F.concat(F.lit("MessageSizeExceeded: header of message "), cols["message_id"],
+                     F.lit(" exceeds 64 KB (S2.4)")),
+        ))
+        problem = F.lit(None).cast(StringType())
+        for bad, message in reversed(checks):
+            problem = F.when(bad, message).otherwise(problem)
+        return problem
 
     def max_message_bytes(self) -> int:
         kb = self.props.max_message_size_in_kilobytes

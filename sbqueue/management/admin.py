@@ -122,6 +122,16 @@ class ServiceBusAdministrationClient:
                 f"{type(given).__name__}")
         return {**changes, **overrides}
 
+    def _update(self, kind: str, current: D, given: Any, overrides: dict[str, Any]) -> D:
+        props = self._build(type(current), current.name,
+                            self._changes(kind, given, current, overrides), base=current)
+        return self.namespace.catalog.replace(kind, props)
+
+    @staticmethod
+    def _name_of(given: Any) -> str:
+        """The name in an update's argument: a properties object or a dict."""
+        return str(given.get("name", "") if isinstance(given, dict) else getattr(given, "name", ""))
+
     # -- queues ----------------------------------------------------------------------------
     def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
         props = self._build(QueueProperties, validate_entity_path(queue_name), kwargs)
@@ -134,13 +144,7 @@ class ServiceBusAdministrationClient:
     def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any
                      ) -> QueueProperties:
         """Apply a changed ``QueueProperties`` (or a dict of them) plus overrides."""
-        name = queue.name if isinstance(queue, QueueProperties) else str(
-            queue.get("name", "") if isinstance(queue, dict) else "")
-        current = self.get_queue(name)
-        props = self._build(QueueProperties, current.name,
-                            self._changes("queue", queue, current, kwargs), base=current)
-        replaced: QueueProperties = self.namespace.catalog.replace("queue", props)
-        return replaced
+        return self._update("queue", self.get_queue(self._name_of(queue)), queue, kwargs)
 
     def delete_queue(self, queue_name: str | QueueProperties, **_: Any) -> None:
         name = queue_name.name if isinstance(queue_name, QueueProperties) else queue_name
@@ -184,13 +188,7 @@ class ServiceBusAdministrationClient:
 
     def update_topic(self, topic: TopicProperties | dict[str, Any], **kwargs: Any
                      ) -> TopicProperties:
-        name = topic.name if isinstance(topic, TopicProperties) else str(
-            topic.get("name", "") if isinstance(topic, dict) else "")
-        current = self.get_topic(name)
-        props = self._build(TopicProperties, current.name,
-                            self._changes("topic", topic, current, kwargs), base=current)
-        replaced: TopicProperties = self.namespace.catalog.replace("topic", props)
-        return replaced
+        return self._update("topic", self.get_topic(self._name_of(topic)), topic, kwargs)
 
     def delete_topic(self, topic_name: str | TopicProperties, **_: Any) -> None:
         """Delete a topic and all its subscriptions."""
@@ -223,14 +221,8 @@ class ServiceBusAdministrationClient:
     def update_subscription(self, topic_name: str,
                             subscription: SubscriptionProperties | dict[str, Any],
                             **kwargs: Any) -> SubscriptionProperties:
-        name = subscription.name if isinstance(subscription, SubscriptionProperties) else str(
-            subscription.get("name", "") if isinstance(subscription, dict) else "")
-        current = self.get_subscription(topic_name, name)
-        props = self._build(SubscriptionProperties, current.name,
-                            self._changes("subscription", subscription, current, kwargs),
-                            base=current)
-        replaced: SubscriptionProperties = self.namespace.catalog.replace("subscription", props)
-        return replaced
+        current = self.get_subscription(topic_name, self._name_of(subscription))
+        return self._update("subscription", current, subscription, kwargs)
 
     def delete_subscription(self, topic_name: str,
                             subscription_name: str | SubscriptionProperties, **_: Any) -> None:

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_s1_1_queue_crud_and_persistence(admin, spark, namespace_root) -> None:
+    """S1.1, S16.2: definitions persist in the namespace; an empty queue counts zero."""
     created = admin.create_queue("Orders/EU", enable_partitioning=True, lock_duration="PT30S")
     assert created.partition_count == 16
     assert admin.get_queue("orders/eu").name == "Orders/EU"  # S1.7 case-insensitive lookup
@@ -37,12 +38,14 @@ def test_s1_1_queue_crud_and_persistence(admin, spark, namespace_root) -> None:
 
 
 def test_s1_7_duplicate_names_compare_case_insensitively(admin) -> None:
+    """S1.7: one name space, compared case-insensitively."""
     admin.create_queue("jobs")
     with pytest.raises(MessagingEntityAlreadyExistsError, match="JOBS"):
         admin.create_queue("JOBS")
 
 
 def test_s1_7_escaping_names_are_refused_and_create_nothing(admin, namespace_root) -> None:
+    """S1.7: no name reaches outside the namespace root."""
     for bad in ("../outside", "/etc/q", "a/../../b"):
         with pytest.raises(InvalidOperationError, match=r"S1\.7"):
             admin.create_queue(bad)
@@ -50,6 +53,7 @@ def test_s1_7_escaping_names_are_refused_and_create_nothing(admin, namespace_roo
 
 
 def test_s1_3_partitioning_cannot_change_and_nothing_changes(admin) -> None:
+    """S1.3: the failed update changes nothing, not even its other fields."""
     admin.create_queue("fixed", enable_partitioning=True)
     with pytest.raises(InvalidOperationError, match=r"S1\.3"):
         admin.update_queue("fixed" and admin.get_queue("fixed"), enable_partitioning=False,
@@ -58,6 +62,7 @@ def test_s1_3_partitioning_cannot_change_and_nothing_changes(admin) -> None:
 
 
 def test_s1_2_premium_namespace(spark, tmp_path) -> None:
+    """S1.2: Premium partitions are fixed at namespace creation."""
     root = str(tmp_path / "premium")
     props = ServiceBusAdministrationClient.create_namespace(root, sku="Premium",
                                                             messaging_partitions=4, spark=spark)
@@ -71,6 +76,7 @@ def test_s1_2_premium_namespace(spark, tmp_path) -> None:
 
 
 def test_s1_2_standard_namespace_mixes_partitioned_and_not(admin) -> None:
+    """S1.2: Standard chooses partitioning per entity."""
     assert admin.create_queue("a", enable_partitioning=True).partition_count == 16
     assert admin.create_queue("b").partition_count == 1
     ns = admin.get_namespace_properties()
@@ -78,6 +84,7 @@ def test_s1_2_standard_namespace_mixes_partitioned_and_not(admin) -> None:
 
 
 def test_s1_5_partitioned_quota(admin, monkeypatch) -> None:
+    """S1.5: the partitioned-entity quota; the failing create creates nothing."""
     # The rule is checked with a quota of 2 instead of 100 to keep the test short.
     monkeypatch.setattr(catalog_module, "MAX_PARTITIONED_ENTITIES", 2)
     admin.create_queue("p1", enable_partitioning=True)
@@ -89,11 +96,13 @@ def test_s1_5_partitioned_quota(admin, monkeypatch) -> None:
 
 
 def test_s16_1_status_is_stored(admin) -> None:
+    """S16.1: status values are stored."""
     admin.create_queue("s", status="SendDisabled")
     assert admin.get_queue("s").status is EntityStatus.SEND_DISABLED
 
 
 def test_s13_1_forwarding_targets_are_checked(admin) -> None:
+    """S13.1: forward targets exist, are not the queue, form no cycle."""
     admin.create_queue("dest")
     with pytest.raises(MessagingEntityNotFoundError, match=r"S13\.1"):
         admin.create_queue("src", forward_to="missing")
@@ -105,6 +114,7 @@ def test_s13_1_forwarding_targets_are_checked(admin) -> None:
 
 
 def test_connection_string_endpoint(spark, namespace_root) -> None:
+    """API.md: Endpoint of a connection string; other keys ignored."""
     admin = ServiceBusAdministrationClient.from_connection_string(
         f"Endpoint={namespace_root};SharedAccessKeyName=x;SharedAccessKey=y", spark=spark)
     admin.create_queue("q")
@@ -112,6 +122,7 @@ def test_connection_string_endpoint(spark, namespace_root) -> None:
 
 
 def test_s1_4_a_subscription_has_its_topics_partition_count(admin, spark, tmp_path) -> None:
+    """S1.4: a subscription has its topic's partition count."""
     admin.create_topic("events", enable_partitioning=True)
     admin.create_topic("plain")
     assert admin.create_subscription("events", "audit").partition_count == 16
@@ -124,6 +135,7 @@ def test_s1_4_a_subscription_has_its_topics_partition_count(admin, spark, tmp_pa
 
 
 def test_topic_and_subscription_crud(admin, spark, namespace_root) -> None:
+    """S1.3, S1.7: topic and subscription definitions, fixed properties, names."""
     admin.create_topic("Events", requires_duplicate_detection=True)
     with pytest.raises(MessagingEntityAlreadyExistsError):
         admin.create_queue("events")  # queues and topics share names (S1.7)
@@ -155,6 +167,7 @@ def test_topic_and_subscription_crud(admin, spark, namespace_root) -> None:
 
 
 def test_s13_1_subscriptions_forward_to_queues_or_topics(admin) -> None:
+    """S13.1: subscriptions forward to queues or topics; not with sessions."""
     admin.create_topic("t")
     admin.create_queue("q")
     assert admin.create_subscription("t", "to-q", forward_to="q").forward_to == "q"

@@ -21,12 +21,16 @@ def queue(admin, spark, namespace_root):
 
 
 def test_s3_1_s4_2_sequence_numbers_and_routing(queue, spark) -> None:
+    """S3.1, S4.1, S4.2, S4.3: numbering and routing of a DataFrame send."""
     df = spark.range(200).selectExpr("CAST(id AS STRING) AS body",
                                      "IF(id < 100, concat('s', id % 5), NULL) AS session_id")
     assert queue.send_dataframe(df).count == 200
     queue.ingest()
-    rows = queue.messages().select("sequence_number", "partition_id", "session_id").collect()
+    rows = queue.messages().select("sequence_number", "partition_id", "session_id",
+                                   "message_id").collect()
     assert len(rows) == 200
+    ids = {r.message_id for r in rows}  # S2.6: a fresh uuid4 hex id for each message
+    assert len(ids) == 200 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     by_partition: dict[int, list[int]] = {}
     for r in rows:
         assert r.sequence_number >> 48 == r.partition_id  # S3.1
@@ -39,6 +43,7 @@ def test_s3_1_s4_2_sequence_numbers_and_routing(queue, spark) -> None:
 
 
 def test_s5_peek_lock_receive_complete_abandon(queue, spark) -> None:
+    """S5.2, S5.3, S5.4, S6.1, S6.2, S6.6, S6.7, S7.1: the peek-lock cycle and the DLQ."""
     queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
     got = queue.receive_dataframe(max_messages=1000).localCheckpoint()
     assert got.count() == 64
@@ -65,6 +70,7 @@ def test_s5_peek_lock_receive_complete_abandon(queue, spark) -> None:
 
 
 def test_s5_1_receive_and_delete(queue, spark) -> None:
+    """S5.1: receive-and-delete removes messages as it hands them out."""
     queue.send_dataframe(spark.range(20).selectExpr("CAST(id AS STRING) AS body"))
     taken = queue.receive_dataframe(100, mode="receive_and_delete").localCheckpoint()
     assert taken.count() == 20
@@ -72,6 +78,7 @@ def test_s5_1_receive_and_delete(queue, spark) -> None:
 
 
 def test_s6_3_s6_4_defer_and_dead_letter(queue, spark) -> None:
+    """S6.3, S6.4, S5.6: deferred messages leave normal receive; dead-letter reasons."""
     queue.send_dataframe(spark.range(32).selectExpr("CAST(id AS STRING) AS body"))
     got = queue.receive_dataframe(1000).localCheckpoint()
     assert got.count() == 32
@@ -88,6 +95,7 @@ def test_s6_3_s6_4_defer_and_dead_letter(queue, spark) -> None:
 
 
 def test_s2_2_s2_4_bad_sends_store_nothing(queue, spark) -> None:
+    """S2.1, S2.2, S2.4, S17: a bad send raises a clear error and stores nothing."""
     bad = spark.createDataFrame([("a", "s1", "p1"), ("b", None, None)],
                                 "body string, session_id string, partition_key string")
     with pytest.raises(InvalidOperationError, match=r"S2\.2"):
@@ -101,7 +109,7 @@ def test_s2_2_s2_4_bad_sends_store_nothing(queue, spark) -> None:
 
 
 def test_s14_1_sends_never_abort_receives(queue, spark) -> None:
-    """Sends into a partition while it is being received from: no receive aborts."""
+    """S14.1: sends into a partition while it is being received from; no receive aborts."""
     queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
     errors: list[BaseException] = []
 
@@ -124,6 +132,7 @@ def test_s14_1_sends_never_abort_receives(queue, spark) -> None:
 
 
 def test_sql_view_by_documented_name(queue, spark) -> None:
+    """Issue 2 point 6: each queue is queryable by ``Namespace.sql_name``."""
     queue.send_dataframe(spark.range(10).selectExpr("CAST(id AS STRING) AS body"))
     queue.ingest()
     name = queue.namespace.sql_name("q")
