@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sbqueue.exceptions import SparkSetupError
-from sbqueue.spark import local_conf
-from sbqueue.spark import logstore, session
+from sbqueue.spark import local_conf, logstore, session
 
 pytestmark = pytest.mark.slow
 
