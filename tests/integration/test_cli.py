@@ -26,6 +26,8 @@ def test_cli_queue_topic_and_subscription_commands(spark, namespace_root) -> Non
     sub = runner.invoke(main, ["subscription", "create", *ns, "events", "audit"])
     assert "1 partition(s)" in sub.output
     assert "audit" in runner.invoke(main, ["subscription", "list", *ns, "events"]).output
+    stats = runner.invoke(main, ["stats", *ns])
+    assert stats.exit_code == 0 and "orders" in stats.output
     assert runner.invoke(main, ["queue", "delete", *ns, "orders"]).exit_code == 0
     assert "orders" not in runner.invoke(main, ["queue", "list", *ns]).output
 
