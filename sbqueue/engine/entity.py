@@ -4,21 +4,21 @@ Data flow (docs/decisions/001-storage-layout.md):
 
 - send: validate + route in one Spark plan, then one blind append to the inbox. A bad row
   raises inside the write job, so nothing is committed (no partial effect).
-- receive on partition P: read ledger P, read the inbox rows appended since P's watermark
-  (change data feed), give them sequence numbers in commit order, pick the first available
-  messages, and write all of it (new rows, locks, the new watermark) in one guarded MERGE
-  into ledger P. Partitions run in parallel threads and never conflict (literal predicate).
-- settle: read the rows, check each lock, one guarded MERGE per partition.
+- receive on partitions P...: read their ledger rows, read the inbox rows appended since
+  each partition's watermark (change data feed), give them sequence numbers in commit
+  order, pick the first available messages, and write all of it (new rows, locks, the new
+  watermarks) in one guarded MERGE whose predicate names P... as literals, so it conflicts
+  only with work on those partitions.
+- settle: read the rows, check each lock, one guarded MERGE over their partitions.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Observation, Window
@@ -403,17 +403,6 @@ class Entity:
         return retry_conflicts(attempt, what=f"receive from {self.name} {partitions}",
                                timeout_seconds=timeout_seconds)
 
-    def for_partitions(self, fn: Callable[[int], Any],
-                       partitions: Iterable[int] | None = None) -> list[Any]:
-        """Run ``fn`` for each partition concurrently (they never conflict, S14.1)."""
-        chosen = list(range(self.partitions)) if partitions is None else list(partitions)
-        if not chosen:
-            return []
-        if len(chosen) == 1:
-            return [fn(chosen[0])]
-        with ThreadPoolExecutor(max_workers=min(8, len(chosen))) as pool:
-            return list(pool.map(fn, chosen))
-
     def receive_dataframe(self, max_messages: int = 100_000, mode: str = "peek_lock") -> DataFrame:
         """Lock (or take) up to ``max_messages`` across all partitions in one commit.
 
@@ -457,9 +446,9 @@ class Entity:
                 F.col("locked_until_utc") > F.lit(now).cast("timestamp"))
             found = rows.withColumn("_valid", valid).withColumn(EXPECT_COLUMN, F.col("row_version"))
             found = found.localCheckpoint()
-            lost = [r["sequence_number"] for r in found.where(~F.col("_valid")).select(
-                "sequence_number").collect()]
-            known = {r["sequence_number"] for r in found.select("sequence_number").collect()}
+            checked = found.select("sequence_number", "_valid").collect()
+            known = {r["sequence_number"] for r in checked}
+            lost = [r["sequence_number"] for r in checked if not r["_valid"]]
             lost += [s for s, _ in locks if s not in known]
             ok = found.where(F.col("_valid")).drop("_valid", "_token")
             cleared = {"lock_token": F.lit(None).cast("string"),

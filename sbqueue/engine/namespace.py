@@ -135,7 +135,7 @@ class Namespace:
                 self.delete_storage("subscription", sub.name, name)
         props = self.catalog.delete(kind, name, topic)
         if "ledger" in _TABLES[kind]:
-            self.spark.sql(f"DROP VIEW IF EXISTS {self.sql_name(self._view_name(kind, props))}")
+            self.spark.sql(f"DROP VIEW IF EXISTS {self._qualified(self._view_name(kind, props))}")
         self._remove_data(props.entity_id)
 
     @staticmethod
@@ -159,12 +159,17 @@ class Namespace:
         """The Spark SQL name of an entity's view: ``<database>.<entity>``. Characters
         outside ``[A-Za-z0-9_]`` (such as the ``/`` of ``topic/Subscriptions/sub``) become
         ``_``, followed by a short hash of the name."""
+        if not self._views_ready:  # a new session: its catalog has no views yet
+            self.register_views()
+        return self._qualified(name)
+
+    def _qualified(self, name: str) -> str:
         return f"{self.database}.{_sql_identifier(name)}"
 
     def _register_view(self, name: str, ledger: str) -> None:
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
         self.spark.sql(
-            f"CREATE OR REPLACE VIEW {self.sql_name(name)} AS "
+            f"CREATE OR REPLACE VIEW {self._qualified(name)} AS "
             "SELECT sequence_number, partition_id, message_id, session_id, partition_key, "
             "correlation_id, subject, content_type, `to`, reply_to, reply_to_session_id, "
             "application_properties, body, size_in_bytes, enqueued_time_utc, "

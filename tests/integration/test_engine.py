@@ -138,6 +138,11 @@ def test_sql_view_by_documented_name(queue, spark) -> None:
     name = queue.namespace.sql_name("q")
     assert name.endswith(".q")
     assert spark.sql(f"SELECT count(*) AS n FROM {name} WHERE state = 'Active'").first().n == 10
+    # A new session's catalog has no views (simulated by dropping the database): opening
+    # the namespace and asking for the name registers them again.
+    spark.sql(f"DROP DATABASE {queue.namespace.database} CASCADE")
+    reopened = Namespace(queue.namespace.root, spark).sql_name("q")
+    assert spark.sql(f"SELECT count(*) AS n FROM {reopened}").first().n == 10
 
 
 def test_s5_2_a_receive_skips_locked_messages_ahead_of_it(admin, spark, namespace_root) -> None:
