@@ -14,6 +14,7 @@ Data flow (docs/decisions/001-storage-layout.md):
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -260,12 +261,14 @@ class Entity:
 
     # -- receive ---------------------------------------------------------------------------
     def _ingest_and_pick(
-        self, partitions: list[int], share: int, mode: str, now: datetime
+        self, partitions: list[int], share: int, mode: str, now: datetime,
+        total: int | None = None,
     ) -> tuple[DataFrame, DataFrame]:
         """(changes for one guarded MERGE, rows handed out) for a set of partitions.
 
         New inbox rows get ``(partition << 48) + counter`` in commit order; up to ``share``
-        available messages per partition are picked in sequence order.
+        available messages per partition are picked in sequence order, and at most
+        ``total`` in all.
         """
         props = self.props
         spark = self.spark
@@ -342,6 +345,16 @@ class Entity:
         marked = rows.withColumn("_deliverable", pick).withColumn(
             "_pick", F.when(F.col("_deliverable"), rank).otherwise(F.lit(None))
         ).drop("_deliverable") if share else rows.withColumn("_pick", F.lit(None).cast("int"))
+        if share and total is not None and total < share * len(partitions):
+            # Fewer wanted than one round over the partitions: take the first picks of each
+            # partition, starting at a random partition so none is always served last.
+            start = random.randrange(len(partitions))
+            rotated = F.pmod(F.col("partition_id") - F.lit(partitions[start]),
+                             F.lit(max(partitions) + 1))
+            overall = F.row_number().over(
+                Window.orderBy(F.col("_pick").asc_nulls_last(), rotated))
+            marked = marked.withColumn(
+                "_pick", F.when(overall <= total, F.col("_pick")).otherwise(F.lit(None)))
         picked = F.coalesce(F.col("_pick") <= share, F.lit(False))
         lock_until = F.lit(now + props.lock_duration).cast("timestamp")
         fresh_row = F.col(EXPECT_COLUMN).isNull()
@@ -389,11 +402,13 @@ class Entity:
         return stored.drop("_pick"), handed.drop(OP_COLUMN, EXPECT_COLUMN, "_pick")
 
     def receive_partitions(self, partitions: list[int], share: int, mode: str = "peek_lock",
-                           timeout_seconds: float = 60.0) -> DataFrame:
-        """Ingest the given partitions and lock up to ``share`` messages of each; one commit."""
+                           timeout_seconds: float = 60.0, total: int | None = None
+                           ) -> DataFrame:
+        """Ingest the given partitions and lock up to ``share`` messages of each (at most
+        ``total`` in all); one commit."""
 
         def attempt() -> DataFrame:
-            changes, handed = self._ingest_and_pick(partitions, share, mode, _utcnow())
+            changes, handed = self._ingest_and_pick(partitions, share, mode, _utcnow(), total)
             if changes.isEmpty():
                 return handed
             guarded_merge(self.spark, self.ledger_path, "partition_id", partitions, "key",
@@ -406,15 +421,17 @@ class Entity:
     def receive_dataframe(self, max_messages: int = 100_000, mode: str = "peek_lock") -> DataFrame:
         """Lock (or take) up to ``max_messages`` across all partitions in one commit.
 
-        Each partition contributes at most ``ceil(max_messages / partitions)``; every
-        returned row is locked and every locked row is returned.
+        Each partition contributes at most ``max(1, max_messages // partitions)``, and never
+        more than ``max_messages`` in all; every returned row is locked and every locked
+        row is returned.
         """
         if mode not in ("peek_lock", "receive_and_delete"):
             raise InvalidOperationError(
                 f"mode {mode!r} is not 'peek_lock' or 'receive_and_delete' (S5.1)"
             )
         share = max(1, max_messages // self.partitions)
-        handed = self.receive_partitions(list(range(self.partitions)), share, mode)
+        handed = self.receive_partitions(list(range(self.partitions)), share, mode,
+                                         total=max_messages)
         return handed.select(*[c for c in LEDGER_COLUMNS if c not in (
             "key", "row_type", "row_version", "inbox_version", "last_counter", "session_state",
             "sub_queue")])

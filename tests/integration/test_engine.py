@@ -174,3 +174,13 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
                       LEDGER_COLUMNS)
     locked = queue.messages().where("lock_token IS NOT NULL").collect()
     assert [r.lock_token for r in locked] == [handed_first.first().lock_token]
+
+
+def test_s5_4_receive_never_returns_or_locks_more_than_asked(queue, spark) -> None:
+    """S5.4: at most max_messages, and nothing locked that is not returned, even when fewer
+    are asked for than the queue has partitions."""
+    queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
+    got = queue.receive_dataframe(max_messages=5).localCheckpoint()
+    assert got.count() == 5
+    assert got.select("partition_id").distinct().count() == 5  # one from each of 5
+    assert queue.messages().where("lock_token IS NOT NULL").count() == 5
