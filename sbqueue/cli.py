@@ -90,6 +90,14 @@ def demo(namespace: str, messages: int, batch: int) -> None:
         raise SystemExit("demo: not every message was received and completed")
 
 
+@main.command("spark-conf")
+def spark_conf() -> None:
+    """Print the path of a spark-submit --properties-file for this machine."""
+    from sbqueue.spark import submit_properties
+
+    click.echo(str(submit_properties()))
+
+
 @main.group()
 def queue() -> None:
     """Create, list, show and delete queues."""

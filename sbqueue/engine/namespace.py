@@ -11,7 +11,7 @@ import hashlib
 import re
 import shutil
 import uuid
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sbqueue.core.names import (
     DEAD_LETTER_SUFFIX,
@@ -145,14 +145,11 @@ class Namespace:
         return props.name
 
     def _remove_data(self, entity_id: str) -> None:
-        folder = f"{self.root}/entities/{entity_id}"
+        """Remove an entity's folder. On object stores there is no public Spark call that
+        deletes a folder, so the data stays until maintenance removes folders that no
+        definition names (ids are never reused, so nothing can see it again)."""
         if is_local(self.root):
-            shutil.rmtree(folder, ignore_errors=True)
-        else:
-            jvm: Any = self.spark._jvm
-            jsc: Any = self.spark._jsc
-            path = jvm.org.apache.hadoop.fs.Path(folder)
-            path.getFileSystem(jsc.hadoopConfiguration()).delete(path, True)
+            shutil.rmtree(f"{local_path(self.root)}/entities/{entity_id}", ignore_errors=True)
 
     # -- Spark SQL -------------------------------------------------------------------------
     def sql_name(self, name: str) -> str:

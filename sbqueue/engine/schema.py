@@ -1,11 +1,14 @@
-"""Table layouts of an entity: the inbox (message log) and the ledger.
+"""Table layouts of an entity: the inbox (message log) and the ledger (message state).
 
-inbox   partitioned by (partition_id, segment). Sends are blind appends; rows are
-        immutable; change data feed on, so a partition's ingest reads only new commits.
-ledger  partitioned by partition_id. One row per message still in the entity (active,
-        deferred, scheduled, locked or dead-lettered), one ``p`` row per partition (ingest
-        watermark and sequence counter), one ``s`` row per session. Every change is a guarded
-        MERGE into one partition. Why: docs/decisions/001-storage-layout.md.
+inbox   partitioned by (partition_id, segment). Sends are blind appends; rows are immutable
+        and hold the only copy of each body. Change data feed on (a receive reads only the
+        commits after its partition's cursor); row tracking on (the SQL view orders rows by
+        ``_metadata.row_commit_version`` without the change feed).
+ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` row per
+        partition (the cursor: the last inbox row it has passed and its counter) and one
+        ``m`` row per message the cursor has passed that is still in the entity (locked,
+        returned, deferred, scheduled, dead-lettered). A row points at its inbox row by
+        (segment, send_id, batch_index). Why: docs/decisions/004-cursor-layout.md.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
-    MapType,
     StringType,
     StructField,
     StructType,
     TimestampType,
+    VariantType,
 )
 
 __all__ = [
@@ -28,11 +32,15 @@ __all__ = [
     "LEDGER_COLUMNS",
     "LEDGER_PROPERTIES",
     "LEDGER_SCHEMA",
+    "LEDGER_TYPES",
+    "LOCATOR",
     "MESSAGE_FIELDS",
     "SEGMENT_SECONDS",
+    "STATE_FIELDS",
 ]
 
-SEGMENT_SECONDS = 3600  # inbox segment width: purge drops whole, fully ingested segments
+SEGMENT_SECONDS = 3600  # inbox segment width: purge drops whole, fully passed segments
+LOCATOR = ["partition_id", "segment", "send_id", "batch_index"]  # an inbox row's identity
 
 # The message as sent (SPEC S2.1) plus what the broker stamps at send.
 MESSAGE_FIELDS: list[StructField] = [
@@ -47,10 +55,11 @@ MESSAGE_FIELDS: list[StructField] = [
     StructField("reply_to_session_id", StringType()),
     StructField("time_to_live_ms", LongType()),
     StructField("scheduled_enqueue_time_utc", TimestampType()),
-    StructField("application_properties", MapType(StringType(), StringType())),
+    StructField("application_properties", VariantType()),
     StructField("body", BinaryType()),
     StructField("size_in_bytes", IntegerType()),
     StructField("enqueued_time_utc", TimestampType()),
+    StructField("expires_at_utc", TimestampType()),
     StructField("enqueued_sequence_number", LongType()),
     StructField("hop_count", IntegerType()),
 ]
@@ -66,34 +75,48 @@ INBOX_SCHEMA = StructType(
     ]
 )
 
+# What a receive needs to decide about a message without its body (S5, S6, S8).
+STATE_FIELDS: list[StructField] = [
+    StructField("state", StringType()),  # Active | Deferred | Scheduled
+    StructField("delivery_count", IntegerType()),
+    StructField("lock_token", StringType()),
+    StructField("locked_until_utc", TimestampType()),
+    StructField("dead_letter_reason", StringType()),
+    StructField("dead_letter_error_description", StringType()),
+    StructField("dead_letter_source", StringType()),
+]
+
 LEDGER_SCHEMA = StructType(
     [
         StructField("partition_id", IntegerType(), False),
-        StructField("key", StringType(), False),  # m:<seq hex> | p | s:<session id>
-        StructField("row_type", StringType(), False),
+        StructField("lane", StringType(), False),  # sbqueue.core.transitions.Lane
+        StructField("sequence_number", LongType(), False),  # p rows: partition << 48
+        StructField("row_type", StringType(), False),  # m | p
         StructField("row_version", LongType(), False),
-        StructField("sequence_number", LongType()),
-        *MESSAGE_FIELDS,
-        StructField("sub_queue", StringType()),  # '' | 'dlq' | 'tdlq'
-        StructField("state", StringType()),  # Active | Deferred | Scheduled
-        StructField("delivery_count", IntegerType()),
-        StructField("lock_token", StringType()),
-        StructField("locked_until_utc", TimestampType()),
+        StructField("segment", LongType()),
+        StructField("send_id", StringType()),
+        StructField("batch_index", LongType()),
+        StructField("message_id", StringType()),
+        StructField("session_id", StringType()),
+        StructField("enqueued_time_utc", TimestampType()),
+        StructField("scheduled_enqueue_time_utc", TimestampType()),
         StructField("expires_at_utc", TimestampType()),
-        StructField("dead_letter_reason", StringType()),
-        StructField("dead_letter_error_description", StringType()),
-        StructField("dead_letter_source", StringType()),
-        # p rows: ingest watermark (inbox version) and the last sequence counter given out.
-        StructField("inbox_version", LongType()),
+        StructField("size_in_bytes", IntegerType()),
+        *STATE_FIELDS,
+        # p rows: the cursor (inbox commit version and batch index of the last row passed)
+        # and the counter that row got.
+        StructField("cursor_version", LongType()),
+        StructField("cursor_index", LongType()),
         StructField("last_counter", LongType()),
-        # s rows: session state (S10.5).
-        StructField("session_state", BinaryType()),
+        StructField("session_state", BinaryType()),  # s rows, sessions issue (S10.5)
     ]
 )
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]
+LEDGER_TYPES: dict[str, DataType] = {f.name: f.dataType for f in LEDGER_SCHEMA.fields}
 
 INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
+    "delta.enableRowTracking": "true",
     "delta.logRetentionDuration": "interval 30 days",
 }
 LEDGER_PROPERTIES = {

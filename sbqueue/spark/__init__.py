@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from sbqueue.spark.session import get_session, local_conf, stop_session
+from sbqueue.spark.session import get_session, local_conf, stop_session, submit_properties
 
-__all__ = ["get_session", "local_conf", "stop_session"]
+__all__ = ["get_session", "local_conf", "stop_session", "submit_properties"]

@@ -9,9 +9,10 @@ __all__ = ["cache_dir", "conf_dir"]
 
 
 def conf_dir() -> Path:
-    """The Spark defaults: ``$SBQUEUE_CONF_DIR`` or the ``conf/`` shipped with the package."""
+    """The Spark defaults: ``$SBQUEUE_CONF_DIR``, else the ``conf/`` folder inside the package
+    (package data, so an installed wheel carries it; the repository's ``conf/`` links to it)."""
     override = os.environ.get("SBQUEUE_CONF_DIR")
-    return Path(override) if override else Path(__file__).resolve().parent.parent / "_conf"
+    return Path(override) if override else Path(__file__).resolve().parent / "conf"
 
 
 def cache_dir() -> Path:

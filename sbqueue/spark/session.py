@@ -1,6 +1,7 @@
-"""One way to get a SparkSession with Delta: reuse the active one, or build a tuned local one.
+"""One way to get a SparkSession with Delta: reuse what is configured, or build a local one.
 
-On spark-submit or Databricks the caller's session (and its storage setup) wins. A local
+Under spark-submit, Spark Connect or Databricks the caller's session (master, confs,
+storage setup) is used as is. A local
 session gets the defaults of ``conf/spark-defaults.conf``, the Delta jars resolved by
 Spark's Ivy into a stable cache (so only the first start downloads), and the cross-process
 safe log store of :mod:`sbqueue.spark.logstore` for ``file:`` paths (DESIGN fact 4).
@@ -22,7 +23,13 @@ from sbqueue.spark.paths import cache_dir, conf_dir
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["get_session", "local_conf", "stop_session"]
+__all__ = [
+    "configured_elsewhere",
+    "get_session",
+    "local_conf",
+    "stop_session",
+    "submit_properties",
+]
 
 _lock = threading.Lock()
 
@@ -43,6 +50,23 @@ def local_conf() -> dict[str, str]:
     return conf
 
 
+def submit_properties() -> Path:
+    """A ``--properties-file`` for spark-submit on this machine: the package defaults, the
+    Ivy cache and settings, and the cross-process safe log store for local folders.
+
+    Written to the cache folder (its paths are machine-specific) and rewritten each call.
+    """
+    _check_java()
+    conf = local_conf()
+    conf["spark.jars"] = str(ensure_logstore_jar(conf))
+    conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
+    target = cache_dir() / "spark-submit.conf"
+    staged = target.with_suffix(f".{os.getpid()}.tmp")
+    staged.write_text("".join(f"{key} {value}\n" for key, value in sorted(conf.items())))
+    os.replace(staged, target)
+    return target
+
+
 def _check_java() -> None:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / "java").exists():
@@ -54,15 +78,45 @@ def _check_java() -> None:
         )
 
 
+def configured_elsewhere() -> str | None:
+    """Why the session must come from the environment rather than be built here, or None.
+
+    spark-submit and the pyspark shell start the JVM first and hand Python its gateway
+    (``PYSPARK_GATEWAY_PORT``); Spark Connect clients name a remote (``SPARK_REMOTE``);
+    Databricks sets ``DATABRICKS_RUNTIME_VERSION``. Their master and confs win.
+    """
+    for variable, what in (("PYSPARK_GATEWAY_PORT", "spark-submit"),
+                           ("SPARK_REMOTE", "Spark Connect"),
+                           ("DATABRICKS_RUNTIME_VERSION", "Databricks")):
+        if os.environ.get(variable):
+            return what
+    return None
+
+
+def _require_delta(session: SparkSession, origin: str) -> None:
+    """A session configured elsewhere must already have Delta: say what to add if not."""
+    if origin in ("Databricks", "Spark Connect"):
+        return  # Delta is built in there, and Connect does not show every static conf
+    extensions = session.conf.get("spark.sql.extensions", "") or ""
+    if "DeltaSparkSessionExtension" not in extensions:
+        raise SparkSetupError(
+            f"The Spark session from {origin} has no Delta Lake: start it with "
+            "--properties-file \"$(sbqueue spark-conf)\" (or --packages "
+            "io.delta:delta-spark_4.2_2.13:4.4.0 --conf "
+            "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension --conf "
+            "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog)."
+        )
+
+
 def get_session(
     app_name: str = "sbqueue",
     master: str | None = None,
     extra_conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Return the active SparkSession, or build a local one with Delta configured.
-
-    ``extra_conf`` overrides the defaults of a new local session (an empty value removes
-    the key); it is ignored when a session is already active.
+    """The session to use: the active one; else the one spark-submit, Spark Connect or
+    Databricks configured, taken as is; else a new local one with Delta and sbqueue's
+    defaults (the only case where ``master`` and ``extra_conf`` apply; an empty value in
+    ``extra_conf`` removes a default).
     """
     from pyspark.sql import SparkSession
 
@@ -73,31 +127,43 @@ def get_session(
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
-        _check_java()
-        conf = local_conf()
-        conf["spark.jars"] = str(ensure_logstore_jar(conf))
-        conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
-        for key, value in (extra_conf or {}).items():
-            if value:
-                conf[key] = value
-            else:
-                conf.pop(key, None)
-        builder = SparkSession.builder.appName(app_name).master(
-            master or os.environ.get("SBQUEUE_SPARK_MASTER", "local[2]")
-        )
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        try:
-            session = builder.getOrCreate()
-        except Exception as exc:  # the JVM died before answering: say why, once
-            raise SparkSetupError(
-                f"Spark could not start ({exc.__class__.__name__}: {str(exc)[:300]}). "
-                "Check that Java 17 is installed and that Maven Central is reachable for "
-                f"the first download of {conf['spark.jars.packages']} into "
-                f"{conf['spark.jars.ivy']}."
-            ) from exc
-        session.sparkContext.setLogLevel("ERROR")
-        return session
+        origin = configured_elsewhere()
+        if origin is not None:
+            session = SparkSession.builder.appName(app_name).getOrCreate()
+            _require_delta(session, origin)
+            return session
+        return _build_local(app_name, master, extra_conf)
+
+
+def _build_local(app_name: str, master: str | None,
+                 extra_conf: Mapping[str, str] | None) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    _check_java()
+    conf = local_conf()
+    conf["spark.jars"] = str(ensure_logstore_jar(conf))
+    conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
+    for key, value in (extra_conf or {}).items():
+        if value:
+            conf[key] = value
+        else:
+            conf.pop(key, None)
+    builder = SparkSession.builder.appName(app_name).master(
+        master or os.environ.get("SBQUEUE_SPARK_MASTER", "local[2]")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    try:
+        session = builder.getOrCreate()
+    except Exception as exc:  # the JVM died before answering: say why, once
+        raise SparkSetupError(
+            f"Spark could not start ({exc.__class__.__name__}: {str(exc)[:300]}). "
+            "Check that Java 17 is installed and that Maven Central is reachable for "
+            f"the first download of {conf['spark.jars.packages']} into "
+            f"{conf['spark.jars.ivy']}."
+        ) from exc
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def stop_session() -> None:

@@ -14,10 +14,11 @@ Knows nothing of Service Bus names.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import delta.exceptions as dx
 from delta.tables import DeltaTable
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sbqueue.exceptions import StorageConflictError
+from sbqueue.store.documents import is_local, local_path
 
 __all__ = [
     "DELTA_CONFLICTS",
@@ -95,10 +97,19 @@ def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None) -> N
 
 
 def latest_version(spark: SparkSession, path: str) -> int:
-    """The table's newest committed version (cheap: lists the log, reads no data)."""
-    jvm: Any = spark._jvm
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    return int(log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).version())
+    """The table's newest committed version, without reading any data.
+
+    Local tables: the highest commit file name in ``_delta_log`` (Delta's protocol names
+    them by version), no Spark job. Elsewhere: ``DESCRIBE HISTORY ... LIMIT 1``, which reads
+    only the log and works over Spark Connect too.
+    """
+    if is_local(path):
+        names = os.listdir(local_path(path) / "_delta_log")
+        versions = [int(n[:20]) for n in names
+                    if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+        return max(versions)
+    row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
+    return int(row[0]) if row is not None else -1
 
 
 def read_appended(

@@ -2,7 +2,7 @@
 
 A definition is one file. Create is exclusive, so two processes creating the same name get
 one success and one ``DocumentExists``: locally by ``link(2)`` of a fully written temporary
-file, on object stores by Hadoop's ``create(overwrite=false)`` (put-if-absent on ADLS/GCS).
+file, on object stores by an insert-if-absent MERGE into a small Delta table.
 Knows nothing of Service Bus names.
 """
 
@@ -12,13 +12,23 @@ import contextlib
 import fcntl
 import json
 import os
+import random
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-__all__ = ["DocumentExists", "DocumentStore", "is_local", "local_path", "open_document_store"]
+__all__ = [
+    "DeltaDocumentStore",
+    "DocumentExists",
+    "DocumentStore",
+    "LocalDocumentStore",
+    "is_local",
+    "local_path",
+    "open_document_store",
+]
 
 
 class DocumentExists(Exception):
@@ -114,65 +124,68 @@ class LocalDocumentStore:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-class HadoopDocumentStore:
-    """Documents on any Hadoop file system Spark can reach (abfss:, s3a:, gs:, ...)."""
+class DeltaDocumentStore:
+    """Documents as rows of a small Delta table, for object stores (abfss:, gs:, s3a:, ...).
+
+    Only public Spark and Delta APIs, so it also works over Spark Connect, where the JVM is
+    out of reach. Exclusive create is a MERGE that inserts only when the name is absent:
+    of two concurrent creators Delta lets one commit and the other's re-run finds the row.
+    """
 
     def __init__(self, spark: Any, folder: str) -> None:
-        jvm = spark._jvm
-        self._jvm = jvm
-        self._folder = folder.rstrip("/")
-        self._fs = jvm.org.apache.hadoop.fs.Path(self._folder).getFileSystem(
-            spark._jsc.hadoopConfiguration()
-        )
+        from delta.tables import DeltaTable
 
-    def _path(self, name: str) -> Any:
-        return self._jvm.org.apache.hadoop.fs.Path(f"{self._folder}/{name}")
+        self._spark = spark
+        self._path = f"{folder.rstrip('/')}/_sbqueue/documents"
+        (DeltaTable.createIfNotExists(spark).location(self._path)
+         .addColumn("name", "STRING").addColumn("body", "STRING").execute())
+
+    def _table(self) -> Any:
+        from delta.tables import DeltaTable
+
+        return DeltaTable.forPath(self._spark, self._path)
 
     def read(self, name: str) -> dict[str, Any] | None:
-        path = self._path(name)
-        if not self._fs.exists(path):
-            return None
-        stream = self._fs.open(path)
-        try:
-            text = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-        finally:
-            stream.close()
-        data: dict[str, Any] = json.loads(text)
-        return data
+        from pyspark.sql import functions as F
 
-    def _write(self, name: str, doc: dict[str, Any], overwrite: bool) -> None:
-        payload = json.dumps(doc, indent=1, sort_keys=True, default=str).encode()
-        try:
-            stream = self._fs.create(self._path(name), overwrite)
-        except Exception as exc:
-            if "FileAlreadyExists" in str(exc):
-                raise DocumentExists(name) from None
-            raise
-        try:
-            stream.write(bytearray(payload))
-        finally:
-            stream.close()
+        row = self._table().toDF().where(F.col("name") == name).select("body").first()
+        return None if row is None else dict(json.loads(row[0]))
+
+    def _merge(self, name: str, doc: dict[str, Any], insert_only: bool) -> int:
+        source = self._spark.createDataFrame(
+            [(name, json.dumps(doc, sort_keys=True, default=str))], "name string, body string")
+
+        def attempt() -> Any:  # rebuilt each time, so a retry reads the newest version
+            merge = self._table().alias("t").merge(source.alias("s"), "t.name = s.name")
+            if not insert_only:
+                merge = merge.whenMatchedUpdate(set={"body": "s.body"})
+            return merge.whenNotMatchedInsertAll().execute()
+
+        result = _retry_conflicts(attempt)
+        first = result.first() if result is not None else None
+        return int(first["num_inserted_rows"]) if first is not None else 0
 
     def create(self, name: str, doc: dict[str, Any]) -> None:
-        if self._fs.exists(self._path(name)):
+        if self._merge(name, doc, insert_only=True) == 0:
             raise DocumentExists(name)
-        self._write(name, doc, overwrite=False)
 
     def replace(self, name: str, doc: dict[str, Any]) -> None:
-        self._write(name, doc, overwrite=True)
+        self._merge(name, doc, insert_only=False)
 
     def delete(self, name: str) -> bool:
-        return bool(self._fs.delete(self._path(name), False))
+        from pyspark.sql import functions as F
+
+        if self.read(name) is None:
+            return False
+        _retry_conflicts(lambda: self._table().delete(F.col("name") == name))
+        return True
 
     def list(self, prefix: str = "") -> list[str]:
-        folder = self._path(prefix) if prefix else self._jvm.org.apache.hadoop.fs.Path(
-            self._folder
-        )
-        if not self._fs.exists(folder):
-            return []
-        names = [s.getPath().getName() for s in self._fs.listStatus(folder) if s.isFile()]
+        from pyspark.sql import functions as F
+
         base = f"{prefix.rstrip('/')}/" if prefix else ""
-        return sorted(f"{base}{n}" for n in names if not n.startswith("."))
+        rows = self._table().toDF().where(F.col("name").startswith(base)).select("name")
+        return sorted(r[0] for r in rows.collect() if "/" not in r[0][len(base):])
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -180,9 +193,23 @@ class HadoopDocumentStore:
         yield
 
 
+def _retry_conflicts(operation: Callable[[], Any], attempts: int = 8) -> Any:
+    """Re-run a document MERGE or DELETE that lost a race with a concurrent writer."""
+    from sbqueue.store.delta import DELTA_CONFLICTS  # imports Spark: only when needed
+
+    for attempt in range(attempts):
+        try:
+            return operation()
+        except DELTA_CONFLICTS:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (2 ** attempt) * (0.5 + random.random()))
+    return None
+
+
 def open_document_store(root: str, spark: Any | None = None) -> DocumentStore:
     if is_local(root):
         return LocalDocumentStore(local_path(root))
     if spark is None:
         raise ValueError(f"a SparkSession is needed to reach {root}")
-    return HadoopDocumentStore(spark, root)
+    return DeltaDocumentStore(spark, root)

@@ -1,0 +1,185 @@
+"""Every state change of a message, as pure functions of the row as read (SPEC S5-S8).
+
+Each function returns an ``Outcome``: the new value of every column it may change, plus
+``_op`` ('upsert', 'delete' or NULL for "no change") and, for receives, ``_handed`` (the
+row is returned to the caller). The engine applies an outcome to a DataFrame as a single
+projection (``sbqueue.engine.columns``); tests evaluate the same expressions on plain dicts.
+Nothing here depends on column order, hash seeds or the order rules are listed in.
+
+Row columns read (the ledger's, plus the candidate's ``origin`` 'inbox' or 'ledger'):
+``lane state delivery_count lock_token locked_until_utc expires_at_utc
+scheduled_enqueue_time_utc row_version dead_letter_reason dead_letter_error_description``;
+receive adds ``_picked`` (ranked into the caller's share), ``_passed`` (an inbox row the
+partition cursor moves past) and ``_new_token`` (a fresh uuid drawn before the projection,
+so the projection itself is deterministic); settle adds ``_token`` (the caller's token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sbqueue.core.expr import Expr, col, lit, when
+
+__all__ = [
+    "LANES",
+    "Lane",
+    "Outcome",
+    "ReceiveContext",
+    "SettleContext",
+    "deliverable",
+    "receive_outcome",
+    "settle_outcome",
+    "settle_valid",
+]
+
+
+class Lane:
+    """Ledger partitions within a message partition: a receive reads only its own."""
+
+    MAIN = "main"  # partition cursor, locked and returned messages of the queue
+    SCHEDULED = "scheduled"  # passed by the cursor before their scheduled time
+    DEFERRED = "deferred"
+    DEAD_LETTER = "dlq"
+    TRANSFER_DEAD_LETTER = "tdlq"
+
+
+LANES = (Lane.MAIN, Lane.SCHEDULED, Lane.DEFERRED, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER)
+ACTIVE, DEFERRED, SCHEDULED = "Active", "Deferred", "Scheduled"
+MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
+TTL_REASON = "TTLExpiredException"
+
+Outcome = dict[str, Expr]
+"""Column name -> its new value; ``_op`` says whether the row is written."""
+
+
+@dataclass(frozen=True)
+class ReceiveContext:
+    """The literals of one receive: when, how, and the entity's limits."""
+
+    now: datetime
+    locked_until: datetime  # stamped so that the lock still has its duration at commit
+    peek_lock: bool
+    max_delivery_count: int
+    dead_letter_on_expiry: bool
+    main_queue: bool  # False for the dead-letter sub-queues: nothing there expires (S7.2)
+
+
+@dataclass(frozen=True)
+class SettleContext:
+    now: datetime
+    kind: str  # complete | abandon | defer | dead_letter | renew
+    max_delivery_count: int
+    renewed_until: datetime | None = None
+    reason: str | None = None
+    description: str | None = None
+
+
+def _lock_free(now: datetime) -> Expr:
+    return col("locked_until_utc").is_null() | (col("locked_until_utc") <= now)
+
+
+def _expired(ctx: ReceiveContext) -> Expr:
+    if not ctx.main_queue:
+        return lit(False)
+    return col("expires_at_utc").is_not_null() & (col("expires_at_utc") <= ctx.now)
+
+
+def _exhausted(ctx: ReceiveContext) -> Expr:
+    if not ctx.main_queue:
+        return lit(False)
+    return col("delivery_count") >= ctx.max_delivery_count
+
+
+def _due(now: datetime) -> Expr:
+    return col("scheduled_enqueue_time_utc").is_null() | (
+        col("scheduled_enqueue_time_utc") <= now)
+
+
+def deliverable(ctx: ReceiveContext) -> Expr:
+    """A candidate a receive may hand out (S5.6): not deferred, not locked, due, not
+    expired, below the max delivery count."""
+    return ((col("state") != DEFERRED) & _lock_free(ctx.now) & _due(ctx.now)
+            & ~_expired(ctx) & ~_exhausted(ctx))
+
+
+def _retired(ctx: ReceiveContext) -> Expr:
+    """Available but expired (S8.2) or past its deliveries (S6.7): leaves the queue."""
+    from_ledger = (col("origin") == "ledger") & _lock_free(ctx.now)
+    from_inbox = (col("origin") == "inbox") & (col("_passed") == lit(True))
+    return (from_ledger | from_inbox) & (_expired(ctx) | _exhausted(ctx))
+
+
+def receive_outcome(ctx: ReceiveContext) -> Outcome:
+    """What a receive does to each candidate row (S5.2, S5.3, S6.7, S8.2, S8.4)."""
+    picked = col("_picked") == lit(True)
+    retired = ~picked & _retired(ctx)
+    to_dlq = retired & (_exhausted(ctx) | lit(ctx.dead_letter_on_expiry))
+    from_ledger = col("origin") == "ledger"
+    passed_inbox = (col("origin") == "inbox") & (col("_passed") == lit(True))
+    waiting = ~picked & ~retired & passed_inbox  # the cursor moves past it, not handed out
+    future = ~_due(ctx.now)
+    delivered = col("delivery_count") + 1
+    bumped = col("row_version") + 1
+    lock = picked & lit(ctx.peek_lock)
+    op = (when(lock, "upsert")
+          .when(picked & from_ledger, "delete")
+          .when(to_dlq, "upsert")
+          .when(retired & from_ledger, "delete")
+          .when(waiting, "upsert")
+          .otherwise(lit(None)))
+    return {
+        "_op": op,
+        "_handed": picked,
+        "lane": (when(lock, Lane.MAIN if ctx.main_queue else col("lane"))
+                 .when(to_dlq, Lane.DEAD_LETTER)
+                 .when(waiting & future, Lane.SCHEDULED)
+                 .when(waiting, Lane.MAIN)
+                 .otherwise(col("lane"))),
+        "state": (when(lock & (col("state") == SCHEDULED), ACTIVE)
+                  .when(waiting & future, SCHEDULED)
+                  .otherwise(col("state"))),
+        "delivery_count": when(picked, delivered).otherwise(col("delivery_count")),
+        "lock_token": (when(lock, col("_new_token")).when(to_dlq, lit(None))
+                       .otherwise(col("lock_token"))),
+        "locked_until_utc": (when(lock, ctx.locked_until).when(to_dlq, lit(None))
+                             .otherwise(col("locked_until_utc"))),
+        "row_version": when(lock | to_dlq, bumped).otherwise(col("row_version")),
+        "dead_letter_reason": (when(to_dlq & _exhausted(ctx), MAX_DELIVERY_REASON)
+                               .when(to_dlq, TTL_REASON)
+                               .otherwise(col("dead_letter_reason"))),
+    }
+
+
+def settle_valid(now: datetime) -> Expr:
+    """The caller's lock token is the row's, and the lock has not expired (S6.6)."""
+    return (col("lock_token") == col("_token")) & (col("locked_until_utc") > now)
+
+
+def settle_outcome(ctx: SettleContext) -> Outcome:
+    """What a valid settlement does to its row (S6.1-S6.5, S6.7)."""
+    cleared: dict[str, Any] = {"lock_token": lit(None), "locked_until_utc": lit(None)}
+    bumped = col("row_version") + 1
+    if ctx.kind == "complete":
+        return {"_op": lit("delete")}
+    if ctx.kind == "renew":
+        return {"_op": lit("upsert"), "locked_until_utc": lit(ctx.renewed_until),
+                "row_version": bumped}
+    if ctx.kind == "defer":
+        return {"_op": lit("upsert"), **cleared, "row_version": bumped, "state": lit(DEFERRED),
+                "lane": when(col("lane") == Lane.MAIN, Lane.DEFERRED).otherwise(col("lane"))}
+    if ctx.kind == "dead_letter":
+        return {"_op": lit("upsert"), **cleared, "row_version": bumped,
+                "lane": lit(Lane.DEAD_LETTER), "state": lit(ACTIVE),
+                "dead_letter_reason": lit(ctx.reason),
+                "dead_letter_error_description": lit(ctx.description)}
+    if ctx.kind == "abandon":
+        # Past its last delivery a released message is dead-lettered (S6.7); one fetched
+        # from deferral goes back to Deferred, which its lane and state still say (S6.3).
+        exhausted = (col("lane") == Lane.MAIN) & (col("delivery_count") >= ctx.max_delivery_count)
+        return {"_op": lit("upsert"), **cleared, "row_version": bumped,
+                "lane": when(exhausted, Lane.DEAD_LETTER).otherwise(col("lane")),
+                "dead_letter_reason": when(exhausted, MAX_DELIVERY_REASON)
+                .otherwise(col("dead_letter_reason"))}
+    raise ValueError(f"unknown settlement {ctx.kind!r}")
