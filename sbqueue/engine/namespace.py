@@ -19,16 +19,19 @@ from sbqueue.core.names import (
     validate_entity_path,
 )
 from sbqueue.core.properties import EntityDefinition, NamespaceProperties, Sku
+from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.entity import Entity, SubQueue
+from sbqueue.engine.reads import messages_sql
 from sbqueue.engine.schema import (
     INBOX_PROPERTIES,
     INBOX_SCHEMA,
+    LEDGER_COLUMNS,
     LEDGER_PROPERTIES,
     LEDGER_SCHEMA,
 )
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.delta import create_table
+from sbqueue.store.delta import append, create_table
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
 if TYPE_CHECKING:
@@ -41,8 +44,17 @@ D = TypeVar("D", bound=EntityDefinition)
 _TABLES = {"queue": ("inbox", "ledger"), "topic": ("inbox",), "subscription": ("ledger",)}
 _LAYOUTS = {
     "inbox": (INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES),
-    "ledger": (LEDGER_SCHEMA, ["partition_id"], LEDGER_PROPERTIES),
+    "ledger": (LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES),
 }
+
+
+def initial_cursor(partition: int) -> tuple[object, ...]:
+    """A partition's p row before anything was received: before the first inbox row."""
+    values: dict[str, object] = {c: None for c in LEDGER_COLUMNS}
+    values.update(partition_id=partition, lane="main",
+                  sequence_number=partition << COUNTER_BITS, row_type="p", row_version=1,
+                  cursor_version=0, cursor_index=-1, last_counter=0)
+    return tuple(values[c] for c in LEDGER_COLUMNS)
 
 
 def normalize_root(root: str) -> str:
@@ -120,12 +132,16 @@ class Namespace:
             for table, path in paths.items():
                 schema, partition_by, properties = _LAYOUTS[table]
                 create_table(self.spark, path, schema, partition_by, properties)
+            if "ledger" in paths:
+                append(self.spark.createDataFrame(
+                    [initial_cursor(p) for p in range(props.partition_count)], LEDGER_SCHEMA),
+                    paths["ledger"])
             created = self.catalog.create(kind, props)
         except BaseException:
             self._remove_data(entity_id)
             raise
         if "ledger" in paths:
-            self._register_view(self._view_name(kind, props), paths["ledger"])
+            self._register_view(kind, created)
         return created
 
     def delete_storage(self, kind: str, name: str, topic: str | None = None) -> None:
@@ -163,24 +179,21 @@ class Namespace:
     def _qualified(self, name: str) -> str:
         return f"{self.database}.{_sql_identifier(name)}"
 
-    def _register_view(self, name: str, ledger: str) -> None:
+    def _register_view(self, kind: str, props: EntityDefinition) -> None:
+        """The entity's messages as a view (``reads.messages_sql``); a subscription reads
+        its topic's inbox through its own ledger."""
+        owner = props
+        if kind == "subscription":
+            owner = self.catalog.get("topic", props.topic_name)  # type: ignore[attr-defined]
+        inbox = self.catalog.data_path(owner.entity_id, "inbox")
+        ledger = self.catalog.data_path(props.entity_id, "ledger")
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
-        self.spark.sql(
-            f"CREATE OR REPLACE VIEW {self._qualified(name)} AS "
-            "SELECT sequence_number, partition_id, message_id, session_id, partition_key, "
-            "correlation_id, subject, content_type, `to`, reply_to, reply_to_session_id, "
-            "application_properties, body, size_in_bytes, enqueued_time_utc, "
-            "enqueued_sequence_number, scheduled_enqueue_time_utc, expires_at_utc, state, "
-            "CASE sub_queue WHEN 'dlq' THEN 'DeadLetter' WHEN 'tdlq' THEN 'TransferDeadLetter' "
-            "ELSE 'Main' END AS sub_queue, delivery_count, lock_token, locked_until_utc, "
-            "dead_letter_reason, dead_letter_error_description, dead_letter_source "
-            f"FROM delta.`{ledger}` WHERE row_type = 'm'"
-        )
+        self.spark.sql(f"CREATE OR REPLACE VIEW {self._qualified(self._view_name(kind, props))} "
+                       f"AS {messages_sql(inbox, ledger)}")
 
     def register_views(self) -> None:
         """(Re)create the view of every queue and subscription in this session's catalog."""
         for kind in ("queue", "subscription"):
             for props in self.catalog.entities(kind):
-                ledger = self.catalog.data_path(props.entity_id, "ledger")
-                self._register_view(self._view_name(kind, props), ledger)
+                self._register_view(kind, props)
         self._views_ready = True

@@ -3,11 +3,12 @@
 - ``append``: a blind append; never conflicts; idempotent when given a (app id, version).
 - ``read_appended``: the rows appended after a version, via the change data feed, with the
   commit version of each row (commit order without a conflicting read).
-- ``guarded_merge``: one MERGE into one partition, with a literal partition predicate, that
+- ``guarded_merge``: one MERGE scoped by literal predicates (partitions, key ranges) that
   applies a change set computed from an earlier read and aborts (nothing committed) if any
   row it touches changed since that read. Combined with Delta's own Serializable check this
-  makes read-compute-merge one atomic step per partition.
-- ``retry_conflicts``: re-run an operation on a Delta conflict or a stale read, with jitter.
+  makes read-compute-merge one atomic step on the partitions it names.
+- ``retry_conflicts``: re-run an operation on a Delta conflict or a stale read, a bounded
+  number of attempts, with jitter.
 
 Knows nothing of Service Bus names.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "DELTA_CONFLICTS",
     "EXPECT_COLUMN",
     "OP_COLUMN",
+    "RETRYABLE",
     "StaleRead",
     "append",
     "create_table",
@@ -66,7 +68,7 @@ class StaleRead(Exception):
     """A guarded MERGE found a row changed since it was read; nothing was committed."""
 
 
-_RETRYABLE: tuple[type[BaseException], ...] = (StaleRead, *DELTA_CONFLICTS)
+RETRYABLE: tuple[type[BaseException], ...] = (StaleRead, *DELTA_CONFLICTS)
 
 
 def create_table(
@@ -130,27 +132,24 @@ def read_appended(
 def guarded_merge(
     spark: SparkSession,
     path: str,
-    partition_column: str,
-    partition_values: Sequence[int],
-    key_column: str,
+    scope: str,
+    keys: Sequence[str],
     changes: DataFrame,
     columns: Sequence[str],
 ) -> dict[str, int]:
-    """Apply ``changes`` to the given partitions in one commit, or raise StaleRead.
+    """Apply ``changes`` in one commit, or raise StaleRead and commit nothing.
 
-    The condition names the partitions as literals, so the commit conflicts only with
-    concurrent work on those partitions (DESIGN fact 2). Keys are unique per partition.
+    ``scope`` is a SQL predicate on the target ``t`` made of literals only (partition
+    values, and key ranges for data skipping): Delta prunes files with it and records it as
+    what the commit read, so it conflicts only with concurrent work inside that scope
+    (DESIGN fact 2). ``keys`` identify a row.
 
     ``changes`` holds full rows (``columns``) plus OP_COLUMN and EXPECT_COLUMN. A row whose
     stored ``row_version`` differs from EXPECT_COLUMN (or exists when it was expected not
     to, or vanished when it was expected to exist) makes the MERGE fail before commit.
     """
-    stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{key_column})) AS BIGINT)"
-    literal = ", ".join(str(int(v)) for v in sorted(set(partition_values)))
-    condition = (
-        f"t.{partition_column} IN ({literal}) AND t.{partition_column} = s.{partition_column}"
-        f" AND t.{key_column} = s.{key_column}"
-    )
+    stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{keys[0]})) AS BIGINT)"
+    condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys]])
     values: dict[str, str | Column] = {c: f"s.`{c}`" for c in columns}
     merge = (
         DeltaTable.forPath(spark, path)
@@ -165,7 +164,7 @@ def guarded_merge(
         .whenNotMatchedInsert(
             condition=f"s.{EXPECT_COLUMN} IS NOT NULL", values={**values, _VERSION: F.expr(stale)}
         )
-        .whenNotMatchedInsert(values=values)
+        .whenNotMatchedInsert(condition=f"s.{OP_COLUMN} = 'upsert'", values=values)
     )
     try:
         result = merge.execute()
@@ -183,24 +182,21 @@ def retry_conflicts(
     operation: Callable[[], T],
     *,
     what: str,
-    timeout_seconds: float = 60.0,
+    attempts: int = 8,
     base_delay: float = 0.05,
 ) -> T:
-    """Run ``operation`` until it commits; on a conflict, back off with jitter and re-run.
-
-    The operation must re-read whatever it depends on each time it is called.
+    """Run ``operation`` until it commits, at most ``attempts`` times; between attempts back
+    off with jitter. Counting attempts, not seconds, means one slow attempt cannot use up
+    the budget of the others. The operation must re-read what it depends on each time.
     """
-    deadline = time.monotonic() + timeout_seconds
-    attempt = 0
-    while True:
+    for attempt in range(1, attempts + 1):
         try:
             return operation()
-        except _RETRYABLE as exc:
-            attempt += 1
-            if time.monotonic() >= deadline:
+        except RETRYABLE as exc:
+            if attempt == attempts:
                 raise StorageConflictError(
-                    f"{what} kept conflicting with concurrent writers for "
-                    f"{timeout_seconds:.0f}s ({attempt} attempts); last: {exc.__class__.__name__}"
-                ) from exc
+                    f"{what} conflicted with concurrent writers {attempts} times; last: "
+                    f"{exc.__class__.__name__}") from exc
             delay = min(2.0, base_delay * (2 ** min(attempt, 6)))
             time.sleep(delay * (0.5 + random.random()))
+    raise AssertionError("unreachable")

@@ -1,0 +1,74 @@
+"""What an entity holds, read without writing: the Spark SQL view, peek, counts (S9, S16.2).
+
+A message is either still in the inbox after its partition's cursor (never handed out,
+never passed) or has a ledger row. Rows after the cursor get, here, the sequence number the
+next receive will give them: the cursor's counter plus their rank in commit order
+(``_metadata.row_commit_version``, then batch index), so a message is visible with its
+final number as soon as its send returns, and nothing is committed to show it (S3.1).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.engine.schema import MESSAGE_FIELDS
+
+__all__ = ["MESSAGE_VIEW_COLUMNS", "messages", "messages_sql"]
+
+_FIELDS = [f.name for f in MESSAGE_FIELDS]
+MESSAGE_VIEW_COLUMNS = ["sequence_number", "partition_id", *_FIELDS, "state", "sub_queue",
+                        "delivery_count", "lock_token", "locked_until_utc",
+                        "dead_letter_reason", "dead_letter_error_description",
+                        "dead_letter_source"]
+
+
+def _q(name: str) -> str:
+    return f"`{name}`"
+
+
+def messages_sql(inbox: str, ledger: str) -> str:
+    """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
+    DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled."""
+    fields = ", ".join(_q(f) for f in _FIELDS)
+    inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS)
+    return f"""
+WITH inbox AS (
+  SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE targets IS NULL
+),
+cursors AS (
+  SELECT partition_id, cursor_version, cursor_index, last_counter
+  FROM delta.`{ledger}` WHERE row_type = 'p'
+),
+pending AS (
+  SELECT i.*, shiftleft(CAST(i.partition_id AS BIGINT), {COUNTER_BITS}) + c.last_counter
+         + row_number() OVER (PARTITION BY i.partition_id ORDER BY i._v, i.batch_index)
+         AS sequence_number
+  FROM inbox i JOIN cursors c ON i.partition_id = c.partition_id
+  WHERE i._v > c.cursor_version OR (i._v = c.cursor_version AND i.batch_index > c.cursor_index)
+)
+SELECT sequence_number, partition_id, {fields},
+       CASE WHEN scheduled_enqueue_time_utc > current_timestamp() THEN 'Scheduled'
+            ELSE 'Active' END AS state,
+       'Main' AS sub_queue, 0 AS delivery_count, CAST(NULL AS STRING) AS lock_token,
+       CAST(NULL AS TIMESTAMP) AS locked_until_utc,
+       CAST(NULL AS STRING) AS dead_letter_reason,
+       CAST(NULL AS STRING) AS dead_letter_error_description,
+       CAST(NULL AS STRING) AS dead_letter_source
+FROM pending
+UNION ALL
+SELECT m.sequence_number, m.partition_id, {inbox_fields}, m.state,
+       CASE m.lane WHEN 'dlq' THEN 'DeadLetter' WHEN 'tdlq' THEN 'TransferDeadLetter'
+            ELSE 'Main' END AS sub_queue,
+       m.delivery_count, m.lock_token, m.locked_until_utc, m.dead_letter_reason,
+       m.dead_letter_error_description, m.dead_letter_source
+FROM delta.`{ledger}` m
+JOIN inbox i ON m.partition_id = i.partition_id AND m.segment = i.segment
+             AND m.send_id = i.send_id AND m.batch_index = i.batch_index
+WHERE m.row_type = 'm'
+"""
+
+
+def messages(spark: SparkSession, inbox: str, ledger: str) -> DataFrame:
+    """Every message of the entity, as its Spark SQL view shows it."""
+    return spark.sql(messages_sql(inbox, ledger))

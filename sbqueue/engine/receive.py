@@ -1,0 +1,270 @@
+"""One receive attempt on a set of partitions: read the heads, decide, commit once.
+
+Data flow (docs/decisions/004-cursor-layout.md):
+
+1. Candidates, narrow columns only: the ledger rows of the lanes being received (locked
+   and returned messages, due scheduled ones) and the inbox rows just after each
+   partition's cursor, read from the change feed of a bounded window of commits and
+   numbered ``(partition << 48) + counter`` in commit order. No body is read.
+2. Picking: deliverable rows ranked by sequence number per partition; the first ``share``
+   of each (and ``total`` in all) are picked; the cursor moves past the inbox rows up to
+   the last one picked.
+3. Outcome: ``core.transitions.receive_outcome`` applied as one projection; the changes are
+   checkpointed (lock tokens fixed), then one guarded MERGE whose scope names only the
+   partitions, lanes and sequence ranges that change.
+4. The rows handed out are joined with their inbox rows (by locator) for the bodies.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.transitions import Lane, ReceiveContext, deliverable, receive_outcome
+from sbqueue.engine.columns import project, to_column
+from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, LOCATOR, MESSAGE_FIELDS
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge, read_appended
+
+__all__ = [
+    "OUTPUT_COLUMNS",
+    "Attempt",
+    "ReceiveResult",
+    "lock_stamp",
+    "merge_scope",
+    "receive_once",
+    "utcnow",
+    "with_bodies",
+]
+
+WINDOW_VERSIONS = 256  # inbox commits one receive reads at most (bounded steps)
+LOOKAHEAD = 256  # inbox rows examined per partition beyond the share
+MAX_INDEX = (1 << 62)  # a cursor index past every batch index of its commit
+_P_ROW_COLUMNS = ("cursor_version", "cursor_index", "last_counter", "session_state")
+_CANDIDATE_COLUMNS = [c for c in LEDGER_COLUMNS if c not in _P_ROW_COLUMNS and c != "row_type"]
+_STATE_OUT = ("state", "delivery_count", "lock_token", "locked_until_utc",
+              "dead_letter_reason", "dead_letter_error_description", "dead_letter_source")
+OUTPUT_COLUMNS = ["sequence_number", "partition_id",
+                  *[f.name for f in MESSAGE_FIELDS], *_STATE_OUT]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one receive attempt is asked to do."""
+
+    partitions: list[int]
+    share: int  # at most this many from each partition
+    total: int  # and at most this many in all
+    ctx: ReceiveContext
+    start_version: int  # read the inbox from here (a cursor version or older)
+    latest_version: int
+
+
+@dataclass(frozen=True)
+class ReceiveResult:
+    handed: DataFrame  # state columns and locator of the rows handed out (checkpointed)
+    locators: list[tuple[int, int, str]]  # (partition, segment, send_id) of those rows
+    count: int
+    left: dict[int, int]  # per partition: deliverable messages seen but not taken
+    cursors: dict[int, int]  # cursor versions seen or written
+    committed: bool
+
+
+def _ledger(spark: SparkSession, path: str) -> DataFrame:
+    return spark.read.format("delta").load(path)
+
+
+def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, a: Attempt
+                      ) -> DataFrame:
+    """The inbox rows after each cursor, numbered, at most share + LOOKAHEAD a partition."""
+    end = min(a.latest_version, a.start_version + WINDOW_VERSIONS)
+    narrow = read_appended(
+        spark, inbox, a.start_version - 1, end,
+        F.col("partition_id").isin(a.partitions) & F.col("targets").isNull(),
+    ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
+             "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version")
+    after = narrow.join(F.broadcast(cursors), "partition_id").where(
+        (F.col("_commit_version") > F.col("cursor_version"))
+        | ((F.col("_commit_version") == F.col("cursor_version"))
+           & (F.col("batch_index") > F.col("cursor_index"))))
+    rank = F.row_number().over(
+        Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
+    numbered = after.withColumn("_rank", rank).where(F.col("_rank") <= a.share + LOOKAHEAD)
+    counter = F.col("last_counter") + F.col("_rank")
+    typed = {name: F.lit(None).cast(LEDGER_TYPES[name]) for name in _CANDIDATE_COLUMNS}
+    typed.update({c: F.col(c) for c in (*LOCATOR, "message_id", "session_id",
+                                        "enqueued_time_utc", "scheduled_enqueue_time_utc",
+                                        "expires_at_utc", "size_in_bytes")})
+    typed.update({
+        "sequence_number": F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS)
+        + counter,
+        "row_version": F.lit(0).cast("long"), "state": F.lit("Active"),
+        "delivery_count": F.lit(0), "lane": F.lit(None).cast("string"),
+    })
+    return numbered.select(
+        *[typed[c].alias(c) for c in _CANDIDATE_COLUMNS], F.lit("inbox").alias("origin"),
+        F.col("_commit_version"), F.col("batch_index").alias("_index"),
+        counter.alias("_counter"))
+
+
+def _ledger_candidates(ledger: DataFrame, a: Attempt, lane: str) -> DataFrame:
+    rows = ledger.where(F.col("partition_id").isin(a.partitions) & (F.col("row_type") == "m"))
+    if lane == Lane.MAIN:
+        due = F.col("scheduled_enqueue_time_utc") <= F.lit(a.ctx.now).cast("timestamp")
+        rows = rows.where((F.col("lane") == Lane.MAIN) | ((F.col("lane") == Lane.SCHEDULED) & due))
+    else:
+        rows = rows.where((F.col("lane") == lane) & (F.col("state") != "Deferred"))
+    return rows.select(*_CANDIDATE_COLUMNS, F.lit("ledger").alias("origin"),
+                       F.lit(None).cast("long").alias("_commit_version"),
+                       F.lit(None).cast("long").alias("_index"),
+                       F.lit(None).cast("long").alias("_counter"))
+
+
+def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
+    """Add ``_picked`` and ``_passed``: the rows handed out and the inbox rows the cursor
+    moves past. Ranks are by sequence number, so returned messages come first (S5.5)."""
+    by_partition = Window.partitionBy("partition_id")
+    marked = candidates.withColumn("_ok", F.coalesce(to_column(deliverable(a.ctx)), F.lit(False)))
+    marked = marked.withColumn("_rank", F.row_number().over(
+        Window.partitionBy("partition_id", "_ok").orderBy("sequence_number")))
+    marked = marked.withColumn("_picked", F.col("_ok") & (F.col("_rank") <= a.share))
+    if a.total < a.share * len(a.partitions):
+        # Fewer wanted than a share from every partition: the first picks of each, across
+        # partitions from a random one on, up to ``total``.
+        rotated = F.pmod(F.col("partition_id") + random.randrange(1 << 16), F.lit(1 << 16))
+        order = Window.orderBy(F.col("_picked").desc(), "_rank", rotated)
+        marked = marked.withColumn(
+            "_picked", F.col("_picked") & (F.row_number().over(order) <= a.total))
+    inbox = F.col("origin") == "inbox"
+    seq = F.col("sequence_number")
+    last_picked = F.max(F.when(F.col("_picked") & inbox, seq)).over(by_partition)
+    any_ok = F.max(F.col("_ok").cast("int")).over(by_partition)
+    last_inbox = F.max(F.when(inbox, seq)).over(by_partition)
+    limit = F.when(any_ok == 0, last_inbox).otherwise(F.coalesce(last_picked, F.lit(-1)))
+    left = F.sum((F.col("_ok") & ~F.col("_picked")).cast("int")).over(by_partition)
+    return marked.withColumns({"_passed": inbox & (seq <= limit), "_left": left}
+                              ).drop("_ok", "_rank")
+
+
+def _cursor_changes(decided: DataFrame, cursors: DataFrame) -> DataFrame:
+    """The p row of each partition whose cursor moved: the last inbox row passed."""
+    moved = decided.where(F.col("_passed")).groupBy("partition_id").agg(
+        F.max_by(F.struct("_commit_version", "_index", "_counter"), F.col("sequence_number"))
+        .alias("_to"))
+    return moved.join(cursors, "partition_id").select(
+        "partition_id",
+        F.lit(Lane.MAIN).alias("lane"),
+        F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
+        F.lit("p").alias("row_type"),
+        (F.col("p_version") + 1).alias("row_version"),
+        F.col("_to._commit_version").alias("cursor_version"),
+        F.col("_to._index").alias("cursor_index"),
+        F.col("_to._counter").alias("last_counter"),
+        F.col("p_version").alias(EXPECT_COLUMN),
+        F.lit("upsert").alias(OP_COLUMN),
+        F.lit(Lane.MAIN).alias("_old_lane"),
+        F.lit(False).alias("_handed"),
+    )
+
+
+def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
+             lane: str) -> tuple[DataFrame, DataFrame]:
+    """(checkpointed change rows, cursors read) of one attempt."""
+    ledger = _ledger(spark, ledger_path).where(F.col("partition_id").isin(a.partitions))
+    cursors = ledger.where((F.col("row_type") == "p") & (F.col("lane") == Lane.MAIN)).select(
+        "partition_id", "cursor_version", "cursor_index", "last_counter",
+        F.col("row_version").alias("p_version"))
+    candidates = _ledger_candidates(ledger, a, lane)
+    if lane == Lane.MAIN:
+        candidates = candidates.unionByName(_inbox_candidates(spark, inbox_path, cursors, a))
+    decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
+    outcome = project(decided.withColumns({"_old_lane": F.col("lane"),
+                                           "_read_version": F.col("row_version")}),
+                      receive_outcome(a.ctx), LEDGER_TYPES)
+    # The guard expects the version as read; a row from the inbox must not exist yet.
+    messages = outcome.where(F.col(OP_COLUMN).isNotNull() | F.col("_handed")).select(
+        *_CANDIDATE_COLUMNS, F.lit("m").alias("row_type"),
+        *[F.lit(None).cast(LEDGER_TYPES[c]).alias(c) for c in _P_ROW_COLUMNS],
+        F.when(F.col("origin") == "ledger", F.col("_read_version")).alias(EXPECT_COLUMN),
+        OP_COLUMN, "_old_lane", "_handed", "_left")
+    if lane == Lane.MAIN:
+        messages = messages.unionByName(_cursor_changes(decided, cursors),
+                                        allowMissingColumns=True)
+    return messages.localCheckpoint(), cursors
+
+
+def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
+    """A literal predicate covering the rows that change: per partition its lanes as read and
+    its sequence range (for data skipping). ``summary``: (partition, lane, min, max)."""
+    parts: dict[int, tuple[set[str], int, int]] = {}
+    for partition, lane, low, high in summary:
+        lanes, lo, hi = parts.get(partition, (set(), low, high))
+        lanes.add(lane)
+        parts[partition] = (lanes, min(lo, low), max(hi, high))
+    clauses = [
+        f"(t.partition_id = {int(p)} AND t.lane IN ({', '.join(repr(str(x)) for x in sorted(ls))})"
+        f" AND t.sequence_number BETWEEN {int(lo)} AND {int(hi)})"
+        for p, (ls, lo, hi) in sorted(parts.items())
+    ]
+    return " OR ".join(clauses) or "false"
+
+
+def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
+                 lane: str = Lane.MAIN) -> ReceiveResult:
+    """Run one attempt; raises StaleRead or a Delta conflict if it lost a race."""
+    changes, cursors = _changes(spark, ledger_path, inbox_path, a, lane)
+    summary = changes.groupBy("partition_id", "_old_lane").agg(
+        F.min("sequence_number").alias("low"), F.max("sequence_number").alias("high"),
+        F.sum(F.col(OP_COLUMN).isNotNull().cast("int")).alias("writes"),
+        F.sum(F.col("_handed").cast("int")).alias("handed"),
+        F.max("cursor_version").alias("cursor"), F.max("_left").alias("left")).collect()
+    handed_count = sum(int(r["handed"]) for r in summary)
+    seen = {int(r[0]): int(r[1]) for r in cursors.select("partition_id", "cursor_version")
+            .collect()} if lane == Lane.MAIN else {}
+    committed = False
+    if any(int(r["writes"]) for r in summary):
+        written = [(int(r["partition_id"]), str(r["_old_lane"]), int(r["low"]), int(r["high"]))
+                   for r in summary if r["_old_lane"] is not None and int(r["writes"])]
+        guarded_merge(spark, ledger_path, merge_scope(written),
+                      ["partition_id", "sequence_number"],
+                      changes.where(F.col(OP_COLUMN).isNotNull()).select(
+                          *LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN),
+                      LEDGER_COLUMNS)
+        committed = True
+        seen.update({int(r["partition_id"]): int(r["cursor"]) for r in summary
+                     if r["cursor"] is not None})
+    handed = changes.where(F.col("_handed"))
+    locators = [(int(r[0]), int(r[1]), str(r[2])) for r in handed.select(
+        "partition_id", "segment", "send_id").distinct().collect()] if handed_count else []
+    left = dict.fromkeys(a.partitions, 0)
+    for r in summary:
+        left[int(r["partition_id"])] = max(left[int(r["partition_id"])], int(r["left"] or 0))
+    return ReceiveResult(handed=handed, locators=locators, count=handed_count, left=left,
+                         cursors=seen, committed=committed)
+
+
+def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> DataFrame:
+    """The handed-out rows as messages: their state joined with their inbox rows, read with
+    literal partition, segment and send filters (pruning and data skipping)."""
+    state = result.handed.select(*LOCATOR, "sequence_number", *_STATE_OUT)
+    where = F.lit(False)
+    if result.locators:
+        where = (F.col("partition_id").isin(sorted({p for p, _, _ in result.locators}))
+                 & F.col("segment").isin(sorted({s for _, s, _ in result.locators}))
+                 & F.col("send_id").isin(sorted({x for _, _, x in result.locators})))
+    inbox = _ledger(spark, inbox_path).where(where)
+    return state.join(inbox, LOCATOR).select(*OUTPUT_COLUMNS)
+
+
+def lock_stamp(now: datetime, lock_duration: timedelta, grace: float) -> datetime:
+    """The locked-until written at receive: the lock's duration counted from the commit,
+    which ends at most ``grace`` seconds from now (S5.2)."""
+    return now + lock_duration + timedelta(seconds=grace)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,292 @@
+"""A DataFrame send: validate, stamp and route every row in one plan, then one blind append.
+
+Column types are checked when the plan is built (a wrong type is an sbqueue error naming
+the column); row values are checked inside the write job, where a bad row fails the job
+before Delta commits, so a send with one bad message stores nothing (S17).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DayTimeIntervalType,
+    LongType,
+    MapType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+    VariantType,
+)
+
+from sbqueue.core.durations import is_never
+from sbqueue.core.properties import QueueProperties
+from sbqueue.core.routing import partitions_for
+from sbqueue.engine.schema import INBOX_SCHEMA, MESSAGE_FIELDS, SEGMENT_SECONDS
+from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
+from sbqueue.store.delta import append
+
+__all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
+
+MAX_ID_LENGTH = 128
+STANDARD_MESSAGE_BYTES = 256 * 1024
+_STRINGS = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
+            "content_type", "to", "reply_to", "reply_to_session_id")
+SETTABLE = frozenset({*_STRINGS, "body", "time_to_live", "scheduled_enqueue_time_utc",
+                      "application_properties"})
+_MARK = "sbqueue-invalid "
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """What a send stored: the message count and the commit it made."""
+
+    count: int
+    send_id: str
+
+
+def _type_problem(name: str, kind: DataType) -> str | None:
+    """Why a column of this type cannot carry ``name`` (S2.1, S2.3), or None."""
+    if name == "body":
+        ok = isinstance(kind, (StringType, BinaryType))
+    elif name == "time_to_live":
+        ok = isinstance(kind, (NumericType, DayTimeIntervalType))
+    elif name == "scheduled_enqueue_time_utc":
+        ok = isinstance(kind, (TimestampType, TimestampNTZType))
+    elif name == "application_properties":
+        return _properties_problem(kind)
+    else:
+        ok = isinstance(kind, StringType)
+    return None if ok else f"column {name} has type {kind.simpleString()}"
+
+
+_PROPERTY_TYPES = (StringType, NumericType, TimestampType, TimestampNTZType,
+                   DayTimeIntervalType)
+
+
+def _property_type_ok(kind: DataType) -> bool:
+    from pyspark.sql.types import BooleanType, DecimalType, NullType
+
+    return isinstance(kind, (*_PROPERTY_TYPES, BooleanType, NullType)) and not isinstance(
+        kind, DecimalType)
+
+
+def _properties_problem(kind: DataType) -> str | None:
+    """application_properties: a map with string keys, a struct of primitive fields, or a
+    VARIANT object; values of the types S2.3 allows."""
+    if isinstance(kind, VariantType):
+        return None  # checked per row inside the job
+    if isinstance(kind, MapType):
+        if not isinstance(kind.keyType, StringType):
+            return "application_properties map keys must be strings"
+        if not _property_type_ok(kind.valueType):
+            return (f"application_properties values have type "
+                    f"{kind.valueType.simpleString()}")
+        return None
+    if isinstance(kind, StructType):
+        for field in kind.fields:
+            if not _property_type_ok(field.dataType):
+                return (f"application property {field.name!r} has type "
+                        f"{field.dataType.simpleString()}")
+        return None
+    return f"application_properties has type {kind.simpleString()}"
+
+
+def _check_columns(df: DataFrame) -> None:
+    unknown = sorted(set(df.columns) - SETTABLE)
+    if unknown:
+        raise InvalidOperationError(
+            f"unknown message column(s) {', '.join(unknown)}; allowed: "
+            f"{', '.join(sorted(SETTABLE))} (S2.1)")
+    if "body" not in df.columns:
+        raise InvalidOperationError("a send DataFrame needs a 'body' column (S2.1)")
+    for field in df.schema.fields:
+        problem = _type_problem(field.name, field.dataType)
+        if problem:
+            raise InvalidOperationError(
+                f"{problem}; allowed: str/bytes body, string ids, numeric seconds or an "
+                "interval for time_to_live, a timestamp for scheduled_enqueue_time_utc, and "
+                "str/bool/int/float/timestamp/interval property values (S2.1, S2.3)")
+
+
+def _iso_duration(column: Column) -> Column:
+    seconds = F.unix_micros(F.timestamp_seconds(F.lit(0)) + column) / 1_000_000
+    return F.concat(F.lit("PT"), seconds.cast("decimal(20,6)").cast("double").cast("string"),
+                    F.lit("S"))
+
+
+def _as_variant(column: Column, kind: DataType) -> Column:
+    """Typed properties as a VARIANT object. VARIANT has no interval type, so an interval
+    is stored as an ISO-8601 duration string (docs/decisions/005-typed-properties.md)."""
+    if isinstance(kind, VariantType):
+        return column
+    if isinstance(kind, StructType):
+        return F.to_variant_object(F.struct(*[
+            (_iso_duration(column[f.name]) if isinstance(f.dataType, DayTimeIntervalType)
+             else column[f.name]).alias(f.name)
+            for f in kind.fields
+        ]))
+    if isinstance(kind, MapType) and isinstance(kind.valueType, DayTimeIntervalType):
+        column = F.transform_values(column, lambda _, v: _iso_duration(v))
+    return F.to_variant_object(column)
+
+
+def _properties_check(props: Column) -> Column:
+    """Per row, a VARIANT must be an object of primitive values (S2.3); else a message."""
+    schema = F.schema_of_variant(props)
+    nested = F.regexp_count(schema, F.lit("OBJECT<")) > 1
+    bad = props.isNotNull() & (
+        ~schema.startswith("OBJECT<") | nested | schema.contains("ARRAY<")
+        | schema.contains("BINARY"))
+    return F.when(bad, F.concat(F.lit("application_properties "), schema,
+                                F.lit(" holds a value of a type S2.3 does not allow (S2.3)")))
+
+
+def max_message_bytes(props: QueueProperties) -> int:
+    kb = props.max_message_size_in_kilobytes
+    return kb * 1024 if kb else STANDARD_MESSAGE_BYTES
+
+
+def _first_problem(props: QueueProperties, cols: dict[str, Column], header: Column) -> Column:
+    """The first rule a row breaks, as a message naming the value and the rule; else null."""
+    checks: list[tuple[Column, Column]] = []
+    for name in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
+        checks.append((
+            F.length(cols[name]) > MAX_ID_LENGTH,
+            F.concat(F.lit(f"{name} is longer than {MAX_ID_LENGTH} characters: "),
+                     F.substring(cols[name], 1, 40), F.lit(" (S2.2)")),
+        ))
+    checks.append((
+        cols["partition_key"].isNotNull() & cols["session_id"].isNotNull()
+        & (cols["partition_key"] != cols["session_id"]),
+        F.concat(F.lit("partition_key "), cols["partition_key"],
+                 F.lit(" differs from session_id "), cols["session_id"], F.lit(" (S2.2)")),
+    ))
+    if props.requires_session:
+        checks.append((
+            cols["session_id"].isNull(),
+            F.concat(F.lit(f"queue {props.name} requires sessions; message "),
+                     cols["message_id"], F.lit(" has no session_id (S10.1)")),
+        ))
+    limit = max_message_bytes(props)
+    checks.append((
+        cols["size_in_bytes"] > limit,
+        F.concat(F.lit("MessageSizeExceeded: message "), cols["message_id"], F.lit(" is "),
+                 cols["size_in_bytes"].cast("string"), F.lit(f" bytes; at most {limit} (S2.4)")),
+    ))
+    checks.append((
+        header > 64 * 1024,
+        F.concat(F.lit("MessageSizeExceeded: header of message "), cols["message_id"],
+                 F.lit(" exceeds 64 KB (S2.4)")),
+    ))
+    property_problem = _properties_check(cols["application_properties"])
+    checks.append((property_problem.isNotNull(), property_problem))
+    problem = F.lit(None).cast(StringType())
+    for bad, message in reversed(checks):
+        problem = F.when(bad, message).otherwise(problem)
+    return problem
+
+
+def _message_columns(df: DataFrame, props: QueueProperties) -> dict[str, Column]:
+    """Every message field of the inbox from ``df``'s columns, typed, with defaults."""
+    cols: dict[str, Column] = {}
+    for f in MESSAGE_FIELDS:
+        cols[f.name] = (F.col(f"`{f.name}`").cast(f.dataType) if f.name in df.columns
+                        and f.name != "application_properties" else F.lit(None).cast(f.dataType))
+    cols["body"] = F.col("body").cast(BinaryType())
+    if "application_properties" in df.columns:
+        cols["application_properties"] = _as_variant(
+            F.col("application_properties"), df.schema["application_properties"].dataType)
+    ttl_ms = F.lit(None).cast(LongType())
+    if "time_to_live" in df.columns:
+        ttl = F.col("time_to_live")
+        ttl_ms = ((F.unix_micros(F.timestamp_seconds(F.lit(0)) + ttl) / 1000).cast(LongType())
+                  if isinstance(df.schema["time_to_live"].dataType, DayTimeIntervalType)
+                  else (ttl.cast("double") * 1000).cast(LongType()))
+    cols["time_to_live_ms"] = ttl_ms
+    cols["message_id"] = F.coalesce(cols["message_id"],
+                                    F.regexp_replace(F.expr("uuid()"), "-", ""))  # S2.6
+    return cols
+
+
+def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int = 0) -> DataFrame:
+    """The inbox rows for ``df``: defaults, validation (raising in the job), expiry, routing."""
+    _check_columns(df)
+    cols = _message_columns(df, props)
+    header = F.coalesce(F.octet_length(F.to_json(cols["application_properties"])), F.lit(0))
+    for name in _STRINGS:
+        header = header + F.coalesce(F.octet_length(cols[name]), F.lit(0))
+    cols["size_in_bytes"] = (F.coalesce(F.octet_length(cols["body"]), F.lit(0)) + header
+                             ).cast("int")
+    problem = _first_problem(props, cols, header)
+    cols["body"] = F.when(problem.isNull(), cols["body"]).otherwise(
+        F.raise_error(F.concat(F.lit(_MARK), problem)).cast(BinaryType()))
+    now = F.current_timestamp()
+    ttl_ms = cols["time_to_live_ms"]
+    if not is_never(props.default_message_time_to_live):  # S8.1: capped by the entity
+        cap = int(props.default_message_time_to_live.total_seconds() * 1000)
+        ttl_ms = F.least(F.coalesce(ttl_ms, F.lit(cap)), F.lit(cap))
+    cols["enqueued_time_utc"] = now
+    cols["expires_at_utc"] = F.when(ttl_ms.isNotNull(), F.timestamp_millis(
+        F.unix_millis(now) + F.greatest(ttl_ms, F.lit(1000))))
+    cols["enqueued_sequence_number"] = F.lit(0).cast("long")
+    cols["hop_count"] = F.lit(0)
+    key = F.coalesce(cols["session_id"], cols["partition_key"],
+                     cols["message_id"] if props.requires_duplicate_detection
+                     else F.lit(None).cast(StringType()))
+    routed = df.select(*[c.alias(n) for n, c in cols.items()], key.alias("_key"),
+                       F.monotonically_increasing_id().alias("batch_index"))
+    n = props.partition_count
+    keyed = n > 1 and bool({"session_id", "partition_key"} & set(df.columns)
+                           or props.requires_duplicate_detection)
+    # The Python UDF costs a worker round trip per batch: only pay it when a row can have
+    # a key.
+    routed_key = _route_udf(n)(F.col("_key")) if keyed else F.lit(None).cast("int")
+    return routed.select(
+        # Unkeyed rows (S4.3): monotonically_increasing_id restarts in each Spark partition,
+        # so spread by a hash of it rather than by the id itself.
+        F.coalesce(routed_key, F.pmod(F.xxhash64(F.col("batch_index"), F.lit(round_robin_start)),
+                                      F.lit(n))).cast("int").alias("partition_id"),
+        F.floor(F.unix_seconds(now) / SEGMENT_SECONDS).cast("long").alias("segment"),
+        F.lit("").alias("send_id"),
+        "*",
+        F.lit(None).cast("array<string>").alias("targets"),
+    ).select(*[f.name for f in INBOX_SCHEMA.fields])
+
+
+def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
+                   round_robin_start: int = 0) -> SendResult:
+    """Append ``df`` to the inbox in one commit; a bad row stores nothing."""
+    send_id = uuid.uuid4().hex
+    counted = Observation(f"send-{send_id}")
+    rows = prepare_send(df, props, round_robin_start).withColumn("send_id", F.lit(send_id))
+    try:
+        append(rows.observe(counted, F.count(F.lit(1)).alias("rows")), inbox_path)
+    except Exception as exc:
+        text = str(exc)
+        if _MARK not in text:
+            raise
+        detail = text.split(_MARK, 1)[1].split(" SQLSTATE")[0].split("\n")[0].strip()
+        if detail.startswith("MessageSizeExceeded: "):
+            raise MessageSizeExceededError(detail.split(": ", 1)[1]) from None
+        raise InvalidOperationError(detail) from None
+    return SendResult(count=int(counted.get.get("rows", 0)), send_id=send_id)
+
+
+def _route_udf(partitions: int) -> Callable[[Column], Column]:
+    """The vectorized form of ``partition_for`` (an Arrow UDF over mmh3)."""
+    @pandas_udf("int")  # type: ignore[untyped-decorator]
+    def route(keys: pd.Series) -> pd.Series:
+        return partitions_for(keys, partitions)
+
+    return route  # type: ignore[no-any-return]
