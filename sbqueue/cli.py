@@ -260,6 +260,13 @@ def run() -> None:
     except ServiceBusError as exc:
         console.print(f"[red]error:[/] {exc}")
         sys.exit(1)
+    except Exception as exc:  # Spark, Java or OS errors: one line, not a trace
+        if os.environ.get("SBQUEUE_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        console.print(f"[red]error:[/] {exc.__class__.__name__}: {first} "
+                      "(set SBQUEUE_DEBUG=1 for the trace)")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -223,6 +223,9 @@ class SubscriptionProperties(EntityDefinition):
 QUEUE_PROPERTY_NAMES = QueueProperties.settable()
 
 
+_INT32_MAX = 2_147_483_647  # Service Bus stores max_delivery_count as a 32-bit int
+
+
 def _coerce(key: str, value: object, sku: Sku) -> object:
     """Check one property's type and range; return its normalized value."""
     if key in _DURATION_BOUNDS:
@@ -241,9 +244,9 @@ def _coerce(key: str, value: object, sku: Sku) -> object:
             raise InvalidOperationError(f"{key} must be True or False, got {value!r}")
         return value
     if key == "max_delivery_count":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT32_MAX:
             raise InvalidOperationError(
-                f"max_delivery_count={value!r}: must be an integer of at least 1 (S6.7)"
+                f"max_delivery_count={value!r}: must be an integer from 1 to {_INT32_MAX} (S6.7)"
             )
         return value
     if key == "max_size_in_megabytes":

@@ -58,8 +58,33 @@ def initial_cursor(partition: int) -> tuple[object, ...]:
 
 
 def normalize_root(root: str) -> str:
-    """An absolute local path, or the URI as given for object stores."""
-    return str(local_path(root)) if is_local(root) else root.rstrip("/")
+    """An absolute local path, or the URI as given for object stores; a local path that is
+    a file (or under one) is refused."""
+    if not is_local(root):
+        return root.rstrip("/")
+    path = local_path(root)
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise InvalidOperationError(
+                    f"namespace {root!r}: {folder} is a file, not a folder (S1.1)")
+            break
+    return str(path)
+
+
+def _open_catalog(root: str, spark: SparkSession) -> Catalog:
+    """The catalog at ``root``; a storage scheme Spark cannot reach is one clear error."""
+    try:
+        return Catalog(open_document_store(root, spark), root)
+    except Exception as exc:
+        text = str(exc)
+        if "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text:
+            scheme = root.split(":", 1)[0]
+            raise InvalidOperationError(
+                f"namespace {root!r}: this Spark session has no file system for {scheme}: "
+                "add its Hadoop connector and credentials (README, 'On a cluster and on cloud "
+                "storage') (S1.1)") from None
+        raise
 
 
 def _sql_identifier(text: str) -> str:
@@ -86,7 +111,7 @@ class Namespace:
             spark = get_session()
         self.spark = spark
         self.root = normalize_root(root)
-        self.catalog = Catalog(open_document_store(self.root, spark), self.root)
+        self.catalog = _open_catalog(self.root, spark)
         existing = self.catalog.namespace()
         if existing is None:
             chosen, count = NamespaceProperties.validate(sku or Sku.STANDARD,

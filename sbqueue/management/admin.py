@@ -19,12 +19,15 @@ from sbqueue.core.properties import (
     EntityDefinition,
     NamespaceProperties,
     QueueProperties,
+    Sku,
     SubscriptionProperties,
     TopicProperties,
     build_properties,
 )
-from sbqueue.engine.namespace import Namespace
+from sbqueue.engine.catalog import Catalog
+from sbqueue.engine.namespace import Namespace, normalize_root
 from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
+from sbqueue.store.documents import LocalDocumentStore, is_local, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,6 +96,16 @@ class ServiceBusAdministrationClient:
             self._namespace = Namespace(self._namespace_root, self._spark)
         return self._namespace
 
+    def _settings(self) -> NamespaceProperties:
+        """The namespace's SKU and partitions, without creating a local namespace that does
+        not exist yet (a refused create leaves no folder behind)."""
+        if self._namespace is None and is_local(self._namespace_root):
+            root = normalize_root(self._namespace_root)
+            found = Catalog(LocalDocumentStore(local_path(root)), root).namespace()
+            return found or NamespaceProperties(name=root, sku=Sku.STANDARD,
+                                                messaging_partitions=1)
+        return self.namespace.properties
+
     def get_namespace_properties(self) -> NamespaceProperties:
         queues = self.namespace.catalog.list_queues()
         return dataclasses.replace(self.namespace.properties, queue_count=len(queues))
@@ -100,7 +113,7 @@ class ServiceBusAdministrationClient:
     # -- shared by queues, topics and subscriptions ----------------------------------------
     def _build(self, kind: type[D], name: str, changes: dict[str, Any],
                base: D | None = None, parent_partitions: int | None = None) -> D:
-        ns = self.namespace.properties
+        ns = self._settings()
         props = build_properties(kind, name, changes, sku=ns.sku,
                                  messaging_partitions=ns.messaging_partitions, base=base,
                                  parent_partitions=parent_partitions)
@@ -112,14 +125,22 @@ class ServiceBusAdministrationClient:
         """What an update asks to change: the differing fields of a properties object, or a
         dict of them, plus keyword overrides."""
         if isinstance(given, type(current)):
+            wanted = given.partition_count
             changes = {k: getattr(given, k) for k in current.settable()
                        if getattr(given, k) != getattr(current, k)}
         elif isinstance(given, dict):
-            changes = {k: v for k, v in given.items() if k not in ("name", "topic_name")}
+            wanted = given.get("partition_count", current.partition_count)
+            changes = {k: v for k, v in given.items()
+                       if k not in ("name", "topic_name", "partition_count")}
         else:
             raise InvalidOperationError(
                 f"update_{kind} takes {type(current).__name__} or a dict, got "
                 f"{type(given).__name__}")
+        wanted = overrides.pop("partition_count", wanted)
+        if wanted != current.partition_count:
+            raise InvalidOperationError(
+                f"{kind} {current.name!r} has {current.partition_count} partition(s); the "
+                f"partition count cannot change to {wanted!r} after creation (S1.3)")
         return {**changes, **overrides}
 
     def _update(self, kind: str, current: D, given: Any, overrides: dict[str, Any]) -> D:
@@ -240,6 +261,9 @@ class ServiceBusAdministrationClient:
     def _check_forwarding(self, props: EntityDefinition) -> None:
         """Forward targets must be an existing queue or topic, not the entity itself, and
         form no cycle of queues (S13.1)."""
+        if not (getattr(props, "forward_to", None)
+                or getattr(props, "forward_dead_lettered_messages_to", None)):
+            return
         catalog = self.namespace.catalog
         own = name_key(props.name) if isinstance(props, QueueProperties) else None
         for attr in ("forward_to", "forward_dead_lettered_messages_to"):

@@ -25,7 +25,6 @@ def test_s3_1_s4_2_sequence_numbers_and_routing(queue, spark) -> None:
     df = spark.range(200).selectExpr("CAST(id AS STRING) AS body",
                                      "IF(id < 100, concat('s', id % 5), NULL) AS session_id")
     assert queue.send_dataframe(df).count == 200
-    queue.ingest()
     rows = queue.messages().select("sequence_number", "partition_id", "session_id",
                                    "message_id").collect()
     assert len(rows) == 200
@@ -54,8 +53,8 @@ def test_s5_peek_lock_receive_complete_abandon(queue, spark) -> None:
     n_done, n_rest = done.count(), rest.count()
     result = queue.complete_dataframe(done)  # S6.1
     assert result.settled == n_done and result.lock_lost == []
-    twice = queue.complete_dataframe(done)  # S6.6: no longer valid
-    assert twice.settled == 0 and len(twice.lock_lost) == n_done
+    twice = queue.complete_dataframe(done)  # S6.6: settled twice, told apart from lock lost
+    assert twice.settled == 0 and twice.lock_lost == [] and len(twice.already_settled) == n_done
     assert queue.abandon_dataframe(rest).settled == n_rest  # S6.2
     third = queue.receive_dataframe(max_messages=1000).localCheckpoint()
     assert third.count() == n_rest and third.where("delivery_count = 2").count() == n_rest
@@ -134,7 +133,6 @@ def test_s14_1_sends_never_abort_receives(queue, spark) -> None:
 def test_sql_view_by_documented_name(queue, spark) -> None:
     """Issue 2 point 6: each queue is queryable by ``Namespace.sql_name``."""
     queue.send_dataframe(spark.range(10).selectExpr("CAST(id AS STRING) AS body"))
-    queue.ingest()
     name = queue.namespace.sql_name("q")
     assert name.endswith(".q")
     assert spark.sql(f"SELECT count(*) AS n FROM {name} WHERE state = 'Active'").first().n == 10
@@ -155,25 +153,33 @@ def test_s5_2_a_receive_skips_locked_messages_ahead_of_it(admin, spark, namespac
 
 def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
                                                                  namespace_root) -> None:
-    from datetime import datetime, timezone
-
-    from sbqueue.engine.schema import LEDGER_COLUMNS
-    from sbqueue.store.delta import StaleRead, guarded_merge
+    """Both read the same head of partition 0 before either commits: one commits, the
+    other's MERGE aborts (Delta conflict or the row-version guard); one lock stands."""
+    from sbqueue.engine import receive as rx
+    from sbqueue.store.delta import RETRYABLE
 
     admin.create_queue("race")
     queue = Namespace(namespace_root, spark).entity("race")
     queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
-    queue.ingest()
-    now = datetime.now(timezone.utc)
-    first, handed_first = queue._ingest_and_pick([0], 1, "peek_lock", now)
-    second, handed_second = queue._ingest_and_pick([0], 1, "peek_lock", now)
-    assert handed_first.first().sequence_number == handed_second.first().sequence_number
-    guarded_merge(spark, queue.ledger_path, "partition_id", [0], "key", first, LEDGER_COLUMNS)
-    with pytest.raises(StaleRead):
-        guarded_merge(spark, queue.ledger_path, "partition_id", [0], "key", second,
-                      LEDGER_COLUMNS)
+    attempt = rx.Attempt(partitions=[0], share=1, total=1, ctx=queue._context(True),
+                         start_version=0, latest_version=1)
+    first, _ = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
+    second, _ = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
+    handed = [c.where("_handed").first() for c in (first, second)]
+    assert handed[0].sequence_number == handed[1].sequence_number == 1
+
+    def commit(changes) -> None:
+        scope = rx.merge_scope([(0, "main", 0, 1)])
+        rx.guarded_merge(spark, queue.ledger_path, scope, ["partition_id", "sequence_number"],
+                         changes.where("_op IS NOT NULL").select(
+                             *rx.LEDGER_COLUMNS, rx.EXPECT_COLUMN, rx.OP_COLUMN),
+                         rx.LEDGER_COLUMNS)
+
+    commit(first)
+    with pytest.raises(RETRYABLE):
+        commit(second)
     locked = queue.messages().where("lock_token IS NOT NULL").collect()
-    assert [r.lock_token for r in locked] == [handed_first.first().lock_token]
+    assert [r.lock_token for r in locked] == [handed[0].lock_token]
 
 
 def test_s5_4_receive_never_returns_or_locks_more_than_asked(queue, spark) -> None:

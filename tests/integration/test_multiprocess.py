@@ -63,8 +63,11 @@ def test_fact4_s3_2_concurrent_processes_lose_no_commit(spark, admin, namespace_
     # S1.7 + catalog: exactly one of the concurrent creators won.
     assert sum(r["created"] for r in results) == 1
     queue = Namespace(namespace_root, spark).entity("shared")
-    queue.ingest()
     rows = queue.messages().select("body", "sequence_number", "partition_id").collect()
+    # Issue 5 point 5: the numbers shown before any receive are the ones receives give.
+    shown = {bytes(r.body).decode(): r.sequence_number for r in rows}
+    got = queue.receive_dataframe(1000).select("body", "sequence_number").collect()
+    assert {bytes(r.body).decode(): r.sequence_number for r in got} == shown
     bodies = {bytes(r.body).decode() for r in rows}
     expected = {f"w{w}-{n}-{i}" for w in range(writers) for n in range(sends) for i in range(10)}
     assert bodies == expected  # every commit survived, nothing duplicated

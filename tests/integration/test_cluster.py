@@ -1,0 +1,74 @@
+"""Issue 5 point 7: the same code on a real cluster. A Spark standalone master and one
+worker from the pyspark package, on 127.0.0.1; a spark-submit job sends, receives and
+completes 10,000 messages on a local namespace folder, with tasks run by the executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
+
+
+def test_roundtrip_on_a_standalone_cluster(tmp_path) -> None:
+    from sbqueue.spark import submit_properties
+    from sbqueue.spark.logstore import _pyspark_home
+
+    bin_dir = _pyspark_home() / "bin"
+    port = _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_WORKER_DIR": str(tmp_path / "work"), "SPARK_LOG_DIR": str(tmp_path)}
+    master_url = f"spark://127.0.0.1:{port}"
+    daemons = [subprocess.Popen(
+        [str(bin_dir / "spark-class"), "org.apache.spark.deploy.master.Master",
+         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port())],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        _wait_for(port, 60)
+        daemons.append(subprocess.Popen(
+            [str(bin_dir / "spark-class"), "org.apache.spark.deploy.worker.Worker", master_url,
+             "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
+             "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / "work")],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        result = subprocess.run(
+            [str(bin_dir / "spark-submit"), "--master", master_url,
+             "--properties-file", str(submit_properties()),
+             "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2",
+             str(REPO / "jobs" / "roundtrip.py"), str(tmp_path / "ns"), "10000", "5000"],
+            capture_output=True, text=True, timeout=1200, env=env, cwd=tmp_path)
+    finally:
+        for daemon in reversed(daemons):
+            daemon.terminate()
+        for daemon in daemons:
+            daemon.wait(timeout=60)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("roundtrip "))
+    summary = json.loads(line.split(" ", 1)[1])
+    assert summary["master"] == master_url
+    assert summary["sent"] == summary["received"] == summary["completed"] == 10_000
+    assert summary["remaining"] == 0
+    assert summary["driver_pid"] not in summary["task_pids"]  # tasks ran in the executor

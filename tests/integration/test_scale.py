@@ -1,0 +1,130 @@
+"""Issue 5 points 1, 2 and 5 on real Spark + Delta: partitions commit independently,
+concurrent consumers spread, locks hold whatever the commit costs, reads never commit."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import datetime, timezone
+
+import pytest
+from delta.tables import DeltaMergeBuilder
+
+from sbqueue.engine import Namespace
+from sbqueue.store.delta import latest_version
+
+pytestmark = pytest.mark.spark
+
+
+def _merge_predicates(spark, path: str, last: int) -> list[str]:
+    rows = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT {last}").collect()
+    return [json.dumps(r.operationParameters) for r in rows if r.operation == "MERGE"]
+
+
+def test_s14_1_a_receive_commits_only_the_partitions_it_changes(admin, spark,
+                                                                namespace_root) -> None:
+    """Once a receiver knows the backlog, a batch that one partition can fill is one commit
+    on that partition alone; a bulk receive still takes every partition in one commit."""
+    admin.create_queue("q", enable_partitioning=True)
+    queue = Namespace(namespace_root, spark).entity("q")
+    queue.send_dataframe(spark.range(16 * 40).selectExpr("CAST(id AS STRING) AS body"))
+    first = queue.receive_dataframe(16 * 8).localCheckpoint()  # learns all 16 partitions
+    assert first.count() == 128
+    again = queue.receive_dataframe(20).localCheckpoint()
+    assert again.count() == 20 and again.select("partition_id").distinct().count() == 1
+    (predicate,) = _merge_predicates(spark, queue.ledger_path, 1)
+    assert predicate.count("t.partition_id =") == 1
+    queue.complete_dataframe(again)
+    (predicate,) = _merge_predicates(spark, queue.ledger_path, 1)
+    assert predicate.count("t.partition_id =") == 1  # settle: its partition only
+
+
+def test_s14_1_threads_spread_and_every_message_is_handed_out_once(admin, spark,
+                                                                   namespace_root) -> None:
+    """4 consumer threads, peek-lock + complete, until the queue is empty: nothing lost, no
+    message twice, no receive or settle fails (S5.2, S14.1, S17)."""
+    admin.create_queue("busy", enable_partitioning=True)
+    queue = Namespace(namespace_root, spark).entity("busy")
+    queue.send_dataframe(spark.range(400).selectExpr("CAST(id AS STRING) AS body"))
+    seen: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def consume() -> None:
+        try:
+            idle = 0
+            while idle < 2:
+                got = queue.receive_dataframe(40).localCheckpoint()
+                bodies = [bytes(r.body).decode() for r in got.select("body").collect()]
+                if not bodies:
+                    idle += 1
+                    continue
+                result = queue.complete_dataframe(got)
+                assert result.settled == len(bodies) and not result.lock_lost
+                with lock:
+                    seen.extend(bodies)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(seen, key=int) == [str(i) for i in range(400)]
+    assert queue.counts()["total"] == 0
+
+
+def test_s5_2_a_slow_commit_does_not_eat_the_lock(admin, spark, namespace_root,
+                                                  monkeypatch) -> None:
+    """A commit made 3 s slower: the lock handed out still has its duration minus the
+    commit time left, the message cannot be taken by another receiver meanwhile, and
+    completing it afterwards succeeds."""
+    admin.create_queue("slow", lock_duration="PT5S")
+    queue = Namespace(namespace_root, spark).entity("slow")
+    queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
+    original = DeltaMergeBuilder.execute
+    commit_seconds: list[float] = []
+
+    def slow_execute(self):  # the real MERGE, 3 s later
+        start = time.monotonic()
+        time.sleep(3)
+        try:
+            return original(self)
+        finally:
+            commit_seconds.append(time.monotonic() - start)
+
+    monkeypatch.setattr(DeltaMergeBuilder, "execute", slow_execute)
+    for _ in range(2):
+        got = queue.receive_dataframe(1).collect()
+        left = (got[0].locked_until_utc.replace(tzinfo=timezone.utc)
+                - datetime.now(timezone.utc)).total_seconds()
+        assert left >= 5 - commit_seconds[-1], (left, commit_seconds)
+    assert left >= 5 - 0.5  # the second receive stamps for the commit time it has seen
+    monkeypatch.setattr(DeltaMergeBuilder, "execute", original)
+    assert queue.receive_dataframe(10).count() == 1  # the two locked ones stay locked
+    result = queue.settle([(got[0].sequence_number, got[0].lock_token)], "complete")
+    assert result.settled == 1
+
+
+def test_issue5_point5_reads_never_commit_and_show_final_numbers(admin, spark,
+                                                                 namespace_root) -> None:
+    """S3.1, S9.1: a sent message is in the SQL view and in peek at once, with the sequence
+    number a receive then gives it; none of these reads commits anything."""
+    admin.create_queue("reads", enable_partitioning=True)
+    queue = Namespace(namespace_root, spark).entity("reads")
+    queue.send_dataframe(spark.range(40).selectExpr("CAST(id AS STRING) AS body"))
+    versions = (latest_version(spark, queue.inbox_path), latest_version(spark, queue.ledger_path))
+    view = queue.namespace.sql_name("reads")
+    shown = {r.body: r.sequence_number for r in spark.sql(
+        f"SELECT CAST(body AS STRING) AS body, sequence_number FROM {view}").collect()}
+    assert len(shown) == 40
+    assert queue.peek_dataframe(100).count() == 40
+    assert queue.counts()["active"] == 40
+    assert (latest_version(spark, queue.inbox_path),
+            latest_version(spark, queue.ledger_path)) == versions
+    got = queue.receive_dataframe(100).selectExpr("CAST(body AS STRING) AS body",
+                                                  "sequence_number").collect()
+    assert {r.body: r.sequence_number for r in got} == shown
