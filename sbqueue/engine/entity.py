@@ -100,11 +100,9 @@ class Entity:
         started = time.monotonic()
         attempt = Attempt(
             partitions=partitions, share=share, total=total, ctx=self._context(peek_lock),
-            start_version=self.board.cursor_hint(partitions),
             latest_version=latest_version(self.spark, self.inbox_path)
             if self.lane == Lane.MAIN else 0)
         result = receive_once(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)
-        self.board.saw_cursors(result.cursors)
         if result.committed:
             self.board.saw_attempt(time.monotonic() - started)
         return result

@@ -5,8 +5,8 @@ partitions from it: a receive takes free partitions (random order, skipping thos
 found empty or conflicting), a settle waits for the partitions of its messages. So threads
 of one process never conflict with each other; separate processes and Spark applications
 spread by the random order and back off from partitions where they met a conflict (S14.1).
-The board also keeps each partition's last known cursor version, a safe lower bound for
-where a receive starts reading the inbox. Why leases: docs/decisions/004-cursor-layout.md.
+It also keeps what the last receives saw of each partition's backlog.
+Why leases: docs/decisions/004-cursor-layout.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ class PartitionBoard:
         self._cond = threading.Condition()
         self._busy: set[int] = set()
         self._avoid_until: dict[int, float] = {}
-        self._cursor_version: dict[int, int] = {}
         self._estimate: dict[int, tuple[int, float]] = {}  # partition -> (messages, valid until)
         self.attempt_seconds = 1.0  # recent receive attempts, read to commit (lock grace)
 
@@ -106,21 +105,11 @@ class PartitionBoard:
             for p in partitions:
                 self._avoid_until[p] = until
 
-    def cursor_hint(self, partitions: list[int]) -> int:
-        """The oldest known cursor version of these partitions (0 if unknown): cursors only
-        move forward, so reading the inbox from here never misses a message."""
-        with self._cond:
-            return min(self._cursor_version.get(p, 0) for p in partitions)
 
     def saw_attempt(self, seconds: float) -> None:
         """Keep a moving average of how long a receive takes from read to commit."""
         with self._cond:
             self.attempt_seconds = 0.7 * self.attempt_seconds + 0.3 * seconds
-
-    def saw_cursors(self, versions: dict[int, int]) -> None:
-        with self._cond:
-            for p, v in versions.items():
-                self._cursor_version[p] = max(v, self._cursor_version.get(p, 0))
 
 
 _boards: dict[str, PartitionBoard] = {}

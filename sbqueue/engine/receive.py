@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sbqueue.core.sequence import COUNTER_BITS
@@ -60,7 +60,6 @@ class Attempt:
     share: int  # at most this many from each partition
     total: int  # and at most this many in all
     ctx: ReceiveContext
-    start_version: int  # read the inbox from here (a cursor version or older)
     latest_version: int
 
 
@@ -70,20 +69,15 @@ class ReceiveResult:
     locators: list[tuple[int, int, str]]  # (partition, segment, send_id) of those rows
     count: int
     left: dict[int, int]  # per partition: deliverable messages seen but not taken
-    cursors: dict[int, int]  # cursor versions seen or written
     committed: bool
 
 
-def _ledger(spark: SparkSession, path: str) -> DataFrame:
-    return spark.read.format("delta").load(path)
-
-
-def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, a: Attempt
-                      ) -> DataFrame:
-    """The inbox rows after each cursor, numbered, at most share + LOOKAHEAD a partition."""
-    end = min(a.latest_version, a.start_version + WINDOW_VERSIONS)
+def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, start: int,
+                      end: int, a: Attempt) -> DataFrame:
+    """The inbox rows after each cursor in commits ``start..end``, numbered, at most
+    share + LOOKAHEAD a partition."""
     narrow = read_appended(
-        spark, inbox, a.start_version - 1, end,
+        spark, inbox, start - 1, end,
         F.col("partition_id").isin(a.partitions) & F.col("targets").isNull(),
     ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
              "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version")
@@ -111,17 +105,14 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, a: At
         counter.alias("_counter"))
 
 
-def _ledger_candidates(ledger: DataFrame, a: Attempt, lane: str) -> DataFrame:
-    rows = ledger.where(F.col("partition_id").isin(a.partitions) & (F.col("row_type") == "m"))
+def _lane_filter(a: Attempt, lane: str) -> Column:
+    """The ledger rows a receive of ``lane`` considers: in the main queue, its locked and
+    returned messages and the scheduled ones now due; in a dead-letter queue, all but the
+    deferred."""
     if lane == Lane.MAIN:
         due = F.col("scheduled_enqueue_time_utc") <= F.lit(a.ctx.now).cast("timestamp")
-        rows = rows.where((F.col("lane") == Lane.MAIN) | ((F.col("lane") == Lane.SCHEDULED) & due))
-    else:
-        rows = rows.where((F.col("lane") == lane) & (F.col("state") != "Deferred"))
-    return rows.select(*_CANDIDATE_COLUMNS, F.lit("ledger").alias("origin"),
-                       F.lit(None).cast("long").alias("_commit_version"),
-                       F.lit(None).cast("long").alias("_index"),
-                       F.lit(None).cast("long").alias("_counter"))
+        return (F.col("lane") == Lane.MAIN) | ((F.col("lane") == Lane.SCHEDULED) & due)
+    return (F.col("lane") == lane) & (F.col("state") != "Deferred")
 
 
 def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
@@ -171,20 +162,44 @@ def _cursor_changes(decided: DataFrame, cursors: DataFrame) -> DataFrame:
     )
 
 
+def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
+                 ) -> tuple[DataFrame, DataFrame, int]:
+    """(the candidate ledger rows, checkpointed; the cursors as a small local DataFrame; the
+    oldest cursor version). One scan of the ledger, narrow columns only."""
+    ledger = spark.read.format("delta").load(ledger_path).where(
+        F.col("partition_id").isin(a.partitions))
+    cursor_rows = (F.col("row_type") == "p") & (F.col("lane") == Lane.MAIN)
+    slice_ = ledger.where(cursor_rows | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
+    slice_ = slice_.select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version", "cursor_index",
+                           "last_counter").localCheckpoint()
+    found = slice_.where(F.col("row_type") == "p").select(
+        "partition_id", "cursor_version", "cursor_index", "last_counter",
+        F.col("row_version").alias("p_version")).collect()
+    cursors = spark.createDataFrame(
+        [tuple(r) for r in found], "partition_id int, cursor_version long, cursor_index long, "
+        "last_counter long, p_version long")
+    start = min((int(r["cursor_version"]) for r in found), default=0)
+    candidates = slice_.where(F.col("row_type") == "m").select(
+        *_CANDIDATE_COLUMNS, F.lit("ledger").alias("origin"),
+        F.lit(None).cast("long").alias("_commit_version"),
+        F.lit(None).cast("long").alias("_index"),
+        F.lit(None).cast("long").alias("_counter"))
+    return candidates, cursors, start
+
+
 def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
              lane: str) -> tuple[DataFrame, DataFrame]:
-    """(checkpointed change rows, cursors read) of one attempt."""
-    ledger = _ledger(spark, ledger_path).where(F.col("partition_id").isin(a.partitions))
-    cursors = ledger.where((F.col("row_type") == "p") & (F.col("lane") == Lane.MAIN)).select(
-        "partition_id", "cursor_version", "cursor_index", "last_counter",
-        F.col("row_version").alias("p_version"))
-    candidates = _ledger_candidates(ledger, a, lane)
+    """(change rows, cursors read) of one attempt; the decision is checkpointed once, so
+    lock tokens are drawn once and every later use reads the same rows."""
+    candidates, cursors, start = _read_ledger(spark, ledger_path, a, lane)
+    end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
     if lane == Lane.MAIN:
-        candidates = candidates.unionByName(_inbox_candidates(spark, inbox_path, cursors, a))
+        candidates = candidates.unionByName(
+            _inbox_candidates(spark, inbox_path, cursors, start, end, a))
     decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
-    outcome = project(decided.withColumns({"_old_lane": F.col("lane"),
-                                           "_read_version": F.col("row_version")}),
-                      receive_outcome(a.ctx), LEDGER_TYPES)
+    decided = decided.withColumns({"_old_lane": F.col("lane"),
+                                   "_read_version": F.col("row_version")}).localCheckpoint()
+    outcome = project(decided, receive_outcome(a.ctx), LEDGER_TYPES)
     # The guard expects the version as read; a row from the inbox must not exist yet.
     messages = outcome.where(F.col(OP_COLUMN).isNotNull() | F.col("_handed")).select(
         *_CANDIDATE_COLUMNS, F.lit("m").alias("row_type"),
@@ -194,7 +209,26 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
     if lane == Lane.MAIN:
         messages = messages.unionByName(_cursor_changes(decided, cursors),
                                         allowMissingColumns=True)
-    return messages.localCheckpoint(), cursors
+        if end < a.latest_version:
+            messages = messages.unionByName(_idle_cursors(decided, cursors, end),
+                                            allowMissingColumns=True)
+    return messages, cursors
+
+
+def _idle_cursors(decided: DataFrame, cursors: DataFrame, end: int) -> DataFrame:
+    """Cursors of partitions that had no inbox row in a window that stopped short of the
+    newest commit: they move to the window's end, so the next receive reads further and
+    no partition is left behind (the window is a bounded step)."""
+    busy = decided.where(F.col("origin") == "inbox").select("partition_id").distinct()
+    idle = cursors.join(busy, "partition_id", "left_anti").where(F.col("cursor_version") < end)
+    return idle.select(
+        "partition_id", F.lit(Lane.MAIN).alias("lane"),
+        F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
+        F.lit("p").alias("row_type"), (F.col("p_version") + 1).alias("row_version"),
+        F.lit(end).cast("long").alias("cursor_version"),
+        F.lit(MAX_INDEX).cast("long").alias("cursor_index"), "last_counter",
+        F.col("p_version").alias(EXPECT_COLUMN), F.lit("upsert").alias(OP_COLUMN),
+        F.lit(Lane.MAIN).alias("_old_lane"), F.lit(False).alias("_handed"))
 
 
 def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
@@ -216,15 +250,17 @@ def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
 def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
                  lane: str = Lane.MAIN) -> ReceiveResult:
     """Run one attempt; raises StaleRead or a Delta conflict if it lost a race."""
-    changes, cursors = _changes(spark, ledger_path, inbox_path, a, lane)
-    summary = changes.groupBy("partition_id", "_old_lane").agg(
+    changes, _ = _changes(spark, ledger_path, inbox_path, a, lane)
+    # One small query tells both what to commit (per partition and lane as read: the
+    # sequence range) and where the handed-out bodies are (partition, segment, send).
+    summary = changes.groupBy(
+        "partition_id", "_old_lane", F.when(F.col("_handed"), F.col("segment")).alias("seg"),
+        F.when(F.col("_handed"), F.col("send_id")).alias("send")).agg(
         F.min("sequence_number").alias("low"), F.max("sequence_number").alias("high"),
         F.sum(F.col(OP_COLUMN).isNotNull().cast("int")).alias("writes"),
         F.sum(F.col("_handed").cast("int")).alias("handed"),
-        F.max("cursor_version").alias("cursor"), F.max("_left").alias("left")).collect()
+        F.max("_left").alias("left")).collect()
     handed_count = sum(int(r["handed"]) for r in summary)
-    seen = {int(r[0]): int(r[1]) for r in cursors.select("partition_id", "cursor_version")
-            .collect()} if lane == Lane.MAIN else {}
     committed = False
     if any(int(r["writes"]) for r in summary):
         written = [(int(r["partition_id"]), str(r["_old_lane"]), int(r["low"]), int(r["high"]))
@@ -235,16 +271,13 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
                           *LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN),
                       LEDGER_COLUMNS)
         committed = True
-        seen.update({int(r["partition_id"]): int(r["cursor"]) for r in summary
-                     if r["cursor"] is not None})
-    handed = changes.where(F.col("_handed"))
-    locators = [(int(r[0]), int(r[1]), str(r[2])) for r in handed.select(
-        "partition_id", "segment", "send_id").distinct().collect()] if handed_count else []
+    locators = sorted({(int(r["partition_id"]), int(r["seg"]), str(r["send"]))
+                       for r in summary if int(r["handed"]) and r["seg"] is not None})
     left = dict.fromkeys(a.partitions, 0)
     for r in summary:
         left[int(r["partition_id"])] = max(left[int(r["partition_id"])], int(r["left"] or 0))
-    return ReceiveResult(handed=handed, locators=locators, count=handed_count, left=left,
-                         cursors=seen, committed=committed)
+    return ReceiveResult(handed=changes.where(F.col("_handed")), locators=locators,
+                         count=handed_count, left=left, committed=committed)
 
 
 def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> DataFrame:
@@ -256,7 +289,7 @@ def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> 
         where = (F.col("partition_id").isin(sorted({p for p, _, _ in result.locators}))
                  & F.col("segment").isin(sorted({s for _, s, _ in result.locators}))
                  & F.col("send_id").isin(sorted({x for _, _, x in result.locators})))
-    inbox = _ledger(spark, inbox_path).where(where)
+    inbox = spark.read.format("delta").load(inbox_path).where(where)
     return state.join(inbox, LOCATOR).select(*OUTPUT_COLUMNS)
 
 

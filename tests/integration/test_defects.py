@@ -22,7 +22,7 @@ def test_s2_3_typed_application_properties_round_trip(admin, spark, namespace_ro
         F.col("id").cast("string").alias("body"),
         F.struct((F.col("id") + 40).alias("priority"), (F.col("id") == 1).alias("vip"),
                  F.lit(1.5).alias("ratio"), F.lit("eu").alias("region"),
-                 F.make_interval(secs=F.lit(90)).cast("interval day to second").alias("wait"),
+                 F.expr("INTERVAL '90' SECOND").alias("wait"),
                  ).alias("application_properties"))
     queue.send_dataframe(df)
     view = queue.namespace.sql_name("typed")

@@ -128,3 +128,27 @@ def test_issue5_point5_reads_never_commit_and_show_final_numbers(admin, spark,
     got = queue.receive_dataframe(100).selectExpr("CAST(body AS STRING) AS body",
                                                   "sequence_number").collect()
     assert {r.body: r.sequence_number for r in got} == shown
+
+
+def test_issue5_point4_a_cursor_behind_a_full_window_catches_up(admin, spark, namespace_root,
+                                                                 monkeypatch) -> None:
+    """Receives read a bounded window of inbox commits; a partition with nothing in the
+    window moves its cursor to the window's end, so a message far behind is still found."""
+    from sbqueue.core.routing import partition_for
+    from sbqueue.engine import receive as rx
+
+    monkeypatch.setattr(rx, "WINDOW_VERSIONS", 2)
+    admin.create_queue("window", enable_partitioning=True)
+    queue = Namespace(namespace_root, spark).entity("window")
+    keys = {partition_for(f"k{i}", 16): f"k{i}" for i in range(200)}
+    for n in range(4):  # four commits to partition 0, then one to partition 1
+        queue.send_dataframe(spark.range(1).selectExpr(
+            f"'p0-{n}' AS body", f"'{keys[0]}' AS partition_key"))
+    queue.send_dataframe(spark.range(1).selectExpr("'p1' AS body",
+                                                   f"'{keys[1]}' AS partition_key"))
+    bodies = []
+    for _ in range(4):
+        bodies += [bytes(r.body).decode() for r in queue.receive_partitions([1], 10).collect()]
+        if bodies:
+            break
+    assert bodies == ["p1"]

@@ -78,7 +78,8 @@ def test_s6_7_an_expired_lock_after_the_last_delivery_dead_letters_and_unlocks()
     assert not deliverable(ctx()).evaluate(r)
     out = apply(receive_outcome(ctx()), r)
     assert out["_op"] == "upsert" and out["_handed"] is False
-    assert out["lane"] == Lane.DEAD_LETTER and out["dead_letter_reason"] == "MaxDeliveryCountExceeded"
+    assert out["lane"] == Lane.DEAD_LETTER
+    assert out["dead_letter_reason"] == "MaxDeliveryCountExceeded"
     assert out["lock_token"] is None and out["locked_until_utc"] is None
     assert out["row_version"] == 5 and out["delivery_count"] == 3
 
@@ -166,6 +167,7 @@ def test_s6_1_to_s6_5_settlements() -> None:
 def test_s6_7_abandoning_the_last_delivery_dead_letters() -> None:
     held = row(delivery_count=3, lock_token="t", locked_until_utc=NOW + timedelta(1), _token="t")
     out = settle("abandon", held)
-    assert out["lane"] == Lane.DEAD_LETTER and out["dead_letter_reason"] == "MaxDeliveryCountExceeded"
+    assert out["lane"] == Lane.DEAD_LETTER
+    assert out["dead_letter_reason"] == "MaxDeliveryCountExceeded"
     deferred = {**held, "lane": Lane.DEFERRED, "state": "Deferred"}
     assert settle("abandon", deferred)["lane"] == Lane.DEFERRED  # S6.3 [decided]
