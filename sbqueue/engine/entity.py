@@ -87,10 +87,9 @@ class Entity:
     # -- receive ---------------------------------------------------------------------------
     def _context(self, peek_lock: bool) -> ReceiveContext:
         now = utcnow()
-        duration = self.props.lock_duration.total_seconds()
-        grace = min(duration, max(2.0, 2 * self.board.attempt_seconds))
         return ReceiveContext(
-            now=now, locked_until=lock_stamp(now, self.props.lock_duration, grace),
+            now=now, locked_until=lock_stamp(now, self.props.lock_duration,
+                                             self.board.lock_grace()),
             peek_lock=peek_lock, max_delivery_count=self.props.max_delivery_count,
             dead_letter_on_expiry=self.props.dead_lettering_on_message_expiration,
             main_queue=self.lane == Lane.MAIN)
@@ -100,6 +99,7 @@ class Entity:
         started = time.monotonic()
         attempt = Attempt(
             partitions=partitions, share=share, total=total, ctx=self._context(peek_lock),
+            lock_duration=self.props.lock_duration,
             latest_version=latest_version(self.spark, self.inbox_path)
             if self.lane == Lane.MAIN else 0)
         result = receive_once(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)

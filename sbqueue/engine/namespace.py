@@ -78,7 +78,9 @@ def _open_catalog(root: str, spark: SparkSession) -> Catalog:
         return Catalog(open_document_store(root, spark), root)
     except Exception as exc:
         text = str(exc)
-        if "No FileSystem for scheme" in text or "UnsupportedFileSystem" in text:
+        missing = ("No FileSystem for scheme" in text or "UnsupportedFileSystem" in text
+                   or ("ClassNotFoundException" in text and "FileSystem" in text))
+        if missing:
             scheme = root.split(":", 1)[0]
             raise InvalidOperationError(
                 f"namespace {root!r}: this Spark session has no file system for {scheme}: "

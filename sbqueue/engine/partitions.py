@@ -15,12 +15,14 @@ import contextlib
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 
 __all__ = ["PartitionBoard", "board_for"]
 
 EMPTY_SECONDS = 1.0  # a partition found without deliverable messages is skipped this long
 ESTIMATE_SECONDS = 5.0  # how long a partition's backlog estimate is trusted
+GRACE_SECONDS = (5.0, 120.0)  # bounds of the extra time a stored lock gets for its commit
 CONFLICT_SECONDS = (0.5, 2.0)  # a partition that conflicted is avoided for a random while
 
 
@@ -33,7 +35,7 @@ class PartitionBoard:
         self._busy: set[int] = set()
         self._avoid_until: dict[int, float] = {}
         self._estimate: dict[int, tuple[int, float]] = {}  # partition -> (messages, valid until)
-        self.attempt_seconds = 1.0  # recent receive attempts, read to commit (lock grace)
+        self._attempts: deque[float] = deque(maxlen=8)  # recent receives, read to commit
 
     # -- leases ----------------------------------------------------------------------------
     def take(self, messages: int, exclude: set[int] | None = None) -> list[int]:
@@ -107,9 +109,15 @@ class PartitionBoard:
 
 
     def saw_attempt(self, seconds: float) -> None:
-        """Keep a moving average of how long a receive takes from read to commit."""
         with self._cond:
-            self.attempt_seconds = 0.7 * self.attempt_seconds + 0.3 * seconds
+            self._attempts.append(seconds)
+
+    def lock_grace(self) -> float:
+        """Seconds to add to a lock stamped before its commit: twice the slowest recent
+        read-to-commit time, 5 s to 120 s (docs/decisions/004-cursor-layout.md)."""
+        with self._cond:
+            slowest = max(self._attempts, default=0.0)
+        return min(GRACE_SECONDS[1], max(GRACE_SECONDS[0], 2 * slowest))
 
 
 _boards: dict[str, PartitionBoard] = {}

@@ -60,6 +60,7 @@ class Attempt:
     share: int  # at most this many from each partition
     total: int  # and at most this many in all
     ctx: ReceiveContext
+    lock_duration: timedelta
     latest_version: int
 
 
@@ -70,6 +71,7 @@ class ReceiveResult:
     count: int
     left: dict[int, int]  # per partition: deliverable messages seen but not taken
     committed: bool
+    locked_until: datetime | None = None  # what the caller is told: from the commit on
 
 
 def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, start: int,
@@ -141,25 +143,36 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
                               ).drop("_ok", "_rank")
 
 
+def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Column
+                 ) -> DataFrame:
+    """p-row upserts moving each partition of ``rows`` (which carry ``p_version``, the
+    p row's version as read) to the given cursor."""
+    return rows.select(
+        "partition_id", F.lit(Lane.MAIN).alias("lane"),
+        F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
+        F.lit("p").alias("row_type"), (F.col("p_version") + 1).alias("row_version"),
+        version.cast("long").alias("cursor_version"), index.cast("long").alias("cursor_index"),
+        counter.cast("long").alias("last_counter"), F.col("p_version").alias(EXPECT_COLUMN),
+        F.lit("upsert").alias(OP_COLUMN), F.lit(Lane.MAIN).alias("_old_lane"),
+        F.lit(False).alias("_handed"))
+
+
 def _cursor_changes(decided: DataFrame, cursors: DataFrame) -> DataFrame:
     """The p row of each partition whose cursor moved: the last inbox row passed."""
     moved = decided.where(F.col("_passed")).groupBy("partition_id").agg(
         F.max_by(F.struct("_commit_version", "_index", "_counter"), F.col("sequence_number"))
         .alias("_to"))
-    return moved.join(cursors, "partition_id").select(
-        "partition_id",
-        F.lit(Lane.MAIN).alias("lane"),
-        F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
-        F.lit("p").alias("row_type"),
-        (F.col("p_version") + 1).alias("row_version"),
-        F.col("_to._commit_version").alias("cursor_version"),
-        F.col("_to._index").alias("cursor_index"),
-        F.col("_to._counter").alias("last_counter"),
-        F.col("p_version").alias(EXPECT_COLUMN),
-        F.lit("upsert").alias(OP_COLUMN),
-        F.lit(Lane.MAIN).alias("_old_lane"),
-        F.lit(False).alias("_handed"),
-    )
+    return _cursor_rows(moved.join(cursors, "partition_id"), F.col("_to._commit_version"),
+                        F.col("_to._index"), F.col("_to._counter"))
+
+
+def _idle_cursors(decided: DataFrame, cursors: DataFrame, end: int) -> DataFrame:
+    """Cursors of partitions that had no inbox row in a window that stopped short of the
+    newest commit: they move to the window's end, so the next receive reads further and
+    no partition is left behind (the window is a bounded step)."""
+    busy = decided.where(F.col("origin") == "inbox").select("partition_id").distinct()
+    idle = cursors.join(busy, "partition_id", "left_anti").where(F.col("cursor_version") < end)
+    return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("last_counter"))
 
 
 def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
@@ -215,36 +228,25 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
     return messages, cursors
 
 
-def _idle_cursors(decided: DataFrame, cursors: DataFrame, end: int) -> DataFrame:
-    """Cursors of partitions that had no inbox row in a window that stopped short of the
-    newest commit: they move to the window's end, so the next receive reads further and
-    no partition is left behind (the window is a bounded step)."""
-    busy = decided.where(F.col("origin") == "inbox").select("partition_id").distinct()
-    idle = cursors.join(busy, "partition_id", "left_anti").where(F.col("cursor_version") < end)
-    return idle.select(
-        "partition_id", F.lit(Lane.MAIN).alias("lane"),
-        F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
-        F.lit("p").alias("row_type"), (F.col("p_version") + 1).alias("row_version"),
-        F.lit(end).cast("long").alias("cursor_version"),
-        F.lit(MAX_INDEX).cast("long").alias("cursor_index"), "last_counter",
-        F.col("p_version").alias(EXPECT_COLUMN), F.lit("upsert").alias(OP_COLUMN),
-        F.lit(Lane.MAIN).alias("_old_lane"), F.lit(False).alias("_handed"))
-
 
 def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
-    """A literal predicate covering the rows that change: per partition its lanes as read and
-    its sequence range (for data skipping). ``summary``: (partition, lane, min, max)."""
-    parts: dict[int, tuple[set[str], int, int]] = {}
+    """A literal predicate covering the rows that change. It leads with pure partition
+    predicates (``partition_id IN (...) AND lane IN (...)``): that is what Delta's conflict
+    check sees as read, so the commit conflicts only with work on those partitions; the
+    per-partition sequence ranges after it serve data skipping. ``summary``: (partition,
+    lane, min, max)."""
+    parts: dict[int, tuple[int, int]] = {}
+    lanes: set[str] = set()
     for partition, lane, low, high in summary:
-        lanes, lo, hi = parts.get(partition, (set(), low, high))
+        lo, hi = parts.get(partition, (low, high))
+        parts[partition] = (min(lo, low), max(hi, high))
         lanes.add(lane)
-        parts[partition] = (lanes, min(lo, low), max(hi, high))
-    clauses = [
-        f"(t.partition_id = {int(p)} AND t.lane IN ({', '.join(repr(str(x)) for x in sorted(ls))})"
-        f" AND t.sequence_number BETWEEN {int(lo)} AND {int(hi)})"
-        for p, (ls, lo, hi) in sorted(parts.items())
-    ]
-    return " OR ".join(clauses) or "false"
+    if not parts:
+        return "false"
+    ranges = " OR ".join(f"(t.partition_id = {int(p)} AND t.sequence_number BETWEEN "
+                         f"{int(lo)} AND {int(hi)})" for p, (lo, hi) in sorted(parts.items()))
+    return (f"t.partition_id IN ({', '.join(str(int(p)) for p in sorted(parts))}) "
+            f"AND t.lane IN ({', '.join(repr(str(x)) for x in sorted(lanes))}) AND ({ranges})")
 
 
 def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
@@ -261,7 +263,7 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
         F.sum(F.col("_handed").cast("int")).alias("handed"),
         F.max("_left").alias("left")).collect()
     handed_count = sum(int(r["handed"]) for r in summary)
-    committed = False
+    committed, told = False, None
     if any(int(r["writes"]) for r in summary):
         written = [(int(r["partition_id"]), str(r["_old_lane"]), int(r["low"]), int(r["high"]))
                    for r in summary if r["_old_lane"] is not None and int(r["writes"])]
@@ -271,19 +273,27 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
                           *LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN),
                       LEDGER_COLUMNS)
         committed = True
+        # The lock's clock starts when the commit succeeded (S5.2): the caller is told
+        # commit end + duration; the stored time, stamped before, is later still unless
+        # the commit outlasted the grace.
+        told = min(a.ctx.locked_until, utcnow() + a.lock_duration)
     locators = sorted({(int(r["partition_id"]), int(r["seg"]), str(r["send"]))
                        for r in summary if int(r["handed"]) and r["seg"] is not None})
     left = dict.fromkeys(a.partitions, 0)
     for r in summary:
         left[int(r["partition_id"])] = max(left[int(r["partition_id"])], int(r["left"] or 0))
     return ReceiveResult(handed=changes.where(F.col("_handed")), locators=locators,
-                         count=handed_count, left=left, committed=committed)
+                         count=handed_count, left=left, committed=committed,
+                         locked_until=told if a.ctx.peek_lock else None)
 
 
 def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> DataFrame:
     """The handed-out rows as messages: their state joined with their inbox rows, read with
     literal partition, segment and send filters (pruning and data skipping)."""
     state = result.handed.select(*LOCATOR, "sequence_number", *_STATE_OUT)
+    if result.locked_until is not None:
+        state = state.withColumn("locked_until_utc", F.when(
+            F.col("lock_token").isNotNull(), F.lit(result.locked_until).cast("timestamp")))
     where = F.lit(False)
     if result.locators:
         where = (F.col("partition_id").isin(sorted({p for p, _, _ in result.locators}))

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime, timedelta, timezone
-
 import pandas as pd
 import pytest
 
 from sbqueue.core.routing import RoundRobin, partition_for, partitions_for, routing_key
 from sbqueue.core.sequence import counter_of, make_sequence_number, partition_of
-from sbqueue.core.values import decode_properties, encode_properties
-from sbqueue.exceptions import InvalidOperationError
 
 
 def test_s4_2_murmur3_unsigned_mod_n_known_values() -> None:
@@ -46,18 +41,3 @@ def test_s3_1_sequence_number_layout() -> None:
     assert make_sequence_number(0, 5) == 5  # non-partitioned: the plain counter
     with pytest.raises(ValueError):
         make_sequence_number(0, 0)
-
-
-def test_s2_3_property_types_round_trip() -> None:
-    props = {"s": "x", "b": True, "i": 2**62, "f": 1.5, "n": None,
-             "d": datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-             "t": timedelta(seconds=90), "u": uuid.UUID(int=7)}
-    back = decode_properties(encode_properties(props))
-    assert back == props
-    assert type(back["i"]) is int and type(back["b"]) is bool
-
-
-@pytest.mark.parametrize("bad", [b"bytes", [1], {"a": 1}, object(), 2**64])
-def test_s2_3_other_types_are_rejected_naming_the_property(bad: object) -> None:
-    with pytest.raises(InvalidOperationError, match="'prop'"):
-        encode_properties({"prop": bad})
