@@ -162,6 +162,7 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
     queue = Namespace(namespace_root, spark).entity("race")
     queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
     attempt = rx.Attempt(partitions=[0], share=1, total=1, ctx=queue._context(True),
+                         lock_duration=queue.props.lock_duration,
                          latest_version=1)
     first, _ = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
     second, _ = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
