@@ -255,8 +255,11 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
     changes, _ = _changes(spark, ledger_path, inbox_path, a, lane)
     # One small query tells both what to commit (per partition and lane as read: the
     # sequence range) and where the handed-out bodies are (partition, segment, send).
+    # Rows taken from the inbox count with the lane they go to: a row already there (a
+    # number handed out before) is then matched, and the guard aborts the commit.
     summary = changes.groupBy(
-        "partition_id", "_old_lane", F.when(F.col("_handed"), F.col("segment")).alias("seg"),
+        "partition_id", F.coalesce("_old_lane", "lane").alias("_old_lane"),
+        F.when(F.col("_handed"), F.col("segment")).alias("seg"),
         F.when(F.col("_handed"), F.col("send_id")).alias("send")).agg(
         F.min("sequence_number").alias("low"), F.max("sequence_number").alias("high"),
         F.sum(F.col(OP_COLUMN).isNotNull().cast("int")).alias("writes"),

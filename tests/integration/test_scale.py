@@ -54,7 +54,9 @@ def test_s14_1_threads_spread_and_every_message_is_handed_out_once(admin, spark,
                                                                    namespace_root) -> None:
     """4 consumer threads, peek-lock + complete, until the queue is empty: nothing lost, no
     message twice, no receive or settle fails (S5.2, S14.1, S17)."""
-    admin.create_queue("busy", enable_partitioning=True)
+    # A lock long enough for four threads on a 2-core machine: a shorter one expires while
+    # a thread waits its turn, and the message is then (rightly) delivered again.
+    admin.create_queue("busy", enable_partitioning=True, lock_duration="PT5M")
     queue = Namespace(namespace_root, spark).entity("busy")
     queue.send_dataframe(spark.range(400).selectExpr("CAST(id AS STRING) AS body"))
     seen: list[str] = []
