@@ -3,7 +3,7 @@
 Why: every state change of a message (deliver, retire, settle) must be written once, be
 testable on plain Python rows without Spark, and run inside Spark as one projection. A rule
 is therefore an ``Expr`` tree: ``evaluate(row)`` runs it on a mapping, and
-``sbqueue.engine.columns.to_column`` compiles the same tree to a Spark ``Column``.
+``sbqueue.engine.columns.to_sql`` compiles the same tree to Spark SQL.
 
 Null semantics follow Spark SQL: comparisons and arithmetic with NULL give NULL; AND / OR /
 NOT are three-valued; ``when`` treats a NULL condition as false.

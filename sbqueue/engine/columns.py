@@ -1,13 +1,17 @@
-"""Compile ``sbqueue.core.expr`` trees to Spark Columns: one rule, two evaluators.
+"""Compile ``sbqueue.core.expr`` trees to Spark: one rule, two evaluators.
 
-The core evaluates an outcome on plain rows (tests); here the same tree becomes a Column,
-so an outcome is applied to a DataFrame as one ``select`` (``project``).
+The core evaluates an outcome on plain rows (tests); here the same tree becomes a Column
+(``to_column``, through Spark SQL text: ``to_sql``), so an outcome is applied to a DataFrame as
+one ``select`` (``project``). ``project`` sends SQL text: one call into the JVM per column
+instead of one per tree node, which measured 0.7-1.3 s less driver time per receive
+(decision 004).
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -16,55 +20,70 @@ from pyspark.sql.types import DataType
 
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
 
-__all__ = ["project", "to_column"]
+__all__ = ["project", "to_column", "to_sql"]
 
-_BINARY = {
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "+": lambda a, b: a + b, "and": lambda a, b: a & b, "or": lambda a, b: a | b,
-}
+_SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
+               "and": "AND", "or": "OR"}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _literal(value: Any) -> Column:
+def _sql_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value}L" if abs(value) >= 2**31 else str(value)
     if isinstance(value, datetime):
-        return F.lit(value).cast("timestamp")
-    return F.lit(value)
+        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        delta = aware - _EPOCH  # exact microseconds: no time zone or format in between
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return f"timestamp_micros({micros}L)"
+    if isinstance(value, str):
+        if value.replace("_", "").replace("-", "").isalnum() and value.isascii():
+            return f"'{value}'"
+        # Any other text (a user's dead-letter reason, say) travels as base64: no escaping
+        # rule of the SQL parser can then change it.
+        encoded = base64.b64encode(value.encode()).decode()
+        return f"decode(unbase64('{encoded}'), 'UTF-8')"
+    raise ValueError(f"cannot write {value!r} as a SQL literal")
+
+
+def to_sql(expr: Expr) -> str:
+    """Spark SQL text computing ``expr`` (same null rules as ``Expr.evaluate``)."""
+    if isinstance(expr, Col):
+        return f"`{expr.name}`"
+    if isinstance(expr, Lit):
+        return _sql_literal(expr.value)
+    if isinstance(expr, When):
+        branches = " ".join(f"WHEN {to_sql(c)} THEN {to_sql(v)}" for c, v in expr.branches)
+        return f"CASE {branches} ELSE {to_sql(expr.default)} END"
+    if isinstance(expr, Op):
+        args = [to_sql(a) for a in expr.args]
+        if expr.name in _SQL_BINARY:
+            return f"({args[0]} {_SQL_BINARY[expr.name]} {args[1]})"
+        if expr.name == "not":
+            return f"(NOT {args[0]})"
+        if expr.name == "is_null":
+            return f"({args[0]} IS NULL)"
+        if expr.name == "is_not_null":
+            return f"({args[0]} IS NOT NULL)"
+        if expr.name in ("coalesce", "greatest"):
+            return f"{expr.name}({', '.join(args)})"
+    raise ValueError(f"cannot compile {expr!r}")
 
 
 def to_column(expr: Expr) -> Column:
-    """The Spark Column computing ``expr`` (same null rules as ``Expr.evaluate``)."""
-    if isinstance(expr, Col):
-        return F.col(f"`{expr.name}`")
-    if isinstance(expr, Lit):
-        return _literal(expr.value)
-    if isinstance(expr, When):
-        column: Any = F
-        for condition, value in expr.branches:
-            column = column.when(to_column(condition), to_column(value))
-        return column.otherwise(to_column(expr.default))  # type: ignore[no-any-return]
-    if isinstance(expr, Op):
-        args = [to_column(a) for a in expr.args]
-        if expr.name in _BINARY:
-            return _BINARY[expr.name](args[0], args[1])  # type: ignore[no-any-return]
-        if expr.name == "not":
-            return ~args[0]
-        if expr.name == "is_null":
-            return args[0].isNull()
-        if expr.name == "is_not_null":
-            return args[0].isNotNull()
-        if expr.name == "coalesce":
-            return F.coalesce(*args)
-        if expr.name == "greatest":
-            return F.greatest(*args)
-    raise ValueError(f"cannot compile {expr!r}")
+    """The Spark Column computing ``expr``."""
+    return F.expr(to_sql(expr))
 
 
 def project(df: DataFrame, outcome: Mapping[str, Expr], types: Mapping[str, DataType]) -> DataFrame:
     """``df`` with every column of ``outcome`` replaced (or added) at once: each new value is
     computed from the row as read, never from another new value."""
-    new = {name: to_column(expr) for name, expr in outcome.items()}
+    new = {name: to_sql(expr) for name, expr in outcome.items()}
     for name in new:
         if name in types:
-            new[name] = new[name].cast(types[name])
-    kept = [F.col(f"`{c}`") for c in df.columns if c not in new]
-    return df.select(*kept, *[c.alias(n) for n, c in new.items()])
+            new[name] = f"CAST({new[name]} AS {types[name].simpleString()})"
+    kept = [f"`{c}`" for c in df.columns if c not in new]
+    return df.selectExpr(*kept, *[f"{sql} AS `{n}`" for n, sql in new.items()])

@@ -139,8 +139,12 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     last_inbox = F.max(F.when(inbox, seq)).over(by_partition)
     limit = F.when(any_ok == 0, last_inbox).otherwise(F.coalesce(last_picked, F.lit(-1)))
     left = F.sum((F.col("_ok") & ~F.col("_picked")).cast("int")).over(by_partition)
-    return marked.withColumns({"_passed": inbox & (seq <= limit), "_left": left}
-                              ).drop("_ok", "_rank")
+    passed = inbox & (seq <= limit)
+    # The row the cursor moves to, marked here so that the cursor change is a filter of the
+    # checkpointed decision, not a second aggregation (no shuffle when the MERGE re-reads it).
+    last_passed = F.max(F.when(passed, seq)).over(by_partition)
+    return marked.withColumns({"_passed": passed, "_left": left}).withColumn(
+        "_cursor_to", F.col("_passed") & (seq == last_passed)).drop("_ok", "_rank")
 
 
 def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Column
@@ -158,20 +162,20 @@ def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Colum
 
 
 def _cursor_changes(decided: DataFrame, cursors: DataFrame) -> DataFrame:
-    """The p row of each partition whose cursor moved: the last inbox row passed."""
-    moved = decided.where(F.col("_passed")).groupBy("partition_id").agg(
-        F.max_by(F.struct("_commit_version", "_index", "_counter"), F.col("sequence_number"))
-        .alias("_to"))
-    return _cursor_rows(moved.join(cursors, "partition_id"), F.col("_to._commit_version"),
-                        F.col("_to._index"), F.col("_to._counter"))
+    """The p row of each partition whose cursor moved: to the last inbox row passed."""
+    moved = decided.where(F.col("_cursor_to")).select(
+        "partition_id", "_commit_version", "_index", "_counter")
+    return _cursor_rows(moved.join(F.broadcast(cursors), "partition_id"),
+                        F.col("_commit_version"), F.col("_index"), F.col("_counter"))
 
 
 def _idle_cursors(decided: DataFrame, cursors: DataFrame, end: int) -> DataFrame:
     """Cursors of partitions that had no inbox row in a window that stopped short of the
     newest commit: they move to the window's end, so the next receive reads further and
     no partition is left behind (the window is a bounded step)."""
-    busy = decided.where(F.col("origin") == "inbox").select("partition_id").distinct()
-    idle = cursors.join(busy, "partition_id", "left_anti").where(F.col("cursor_version") < end)
+    busy = [int(r[0]) for r in decided.where(F.col("origin") == "inbox")
+            .select("partition_id").distinct().collect()]
+    idle = cursors.where(~F.col("partition_id").isin(busy) & (F.col("cursor_version") < end))
     return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("last_counter"))
 
 
