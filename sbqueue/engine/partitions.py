@@ -21,7 +21,8 @@ from collections.abc import Iterator
 __all__ = ["PartitionBoard", "board_for"]
 
 EMPTY_SECONDS = 1.0  # a partition found without deliverable messages is skipped this long
-ESTIMATE_SECONDS = 5.0  # how long a partition's backlog estimate is trusted
+ESTIMATE_SECONDS = 30.0  # how long a backlog estimate is trusted (a loaded machine takes
+# 5-10 s between two receives; a stale estimate only costs one receive taking all partitions)
 GRACE_SECONDS = (5.0, 120.0)  # bounds of the extra time a stored lock gets for its commit
 CONFLICT_SECONDS = (0.5, 2.0)  # a partition that conflicted is avoided for a random while
 

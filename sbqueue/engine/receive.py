@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -74,23 +75,43 @@ class ReceiveResult:
     locked_until: datetime | None = None  # what the caller is told: from the commit on
 
 
-def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, start: int,
+class Cursor(NamedTuple):
+    """A partition's p row as read: the last inbox row passed and the counter it got."""
+
+    partition: int
+    version: int
+    position: int  # batch index of that row in its commit
+    counter: int
+    p_version: int
+
+
+def _by_partition(cursors: list[Cursor], field: str) -> Column:
+    """A literal per-partition value of the cursors (CASE partition_id WHEN ...)."""
+    column: Any = F
+    for c in cursors:
+        column = column.when(F.col("partition_id") == c.partition, F.lit(getattr(c, field)))
+    return column.otherwise(F.lit(None)).cast("long")  # type: ignore[no-any-return]
+
+
+def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], start: int,
                       end: int, a: Attempt) -> DataFrame:
     """The inbox rows after each cursor in commits ``start..end``, numbered, at most
-    share + LOOKAHEAD a partition."""
+    share + LOOKAHEAD a partition. The cursors are literals: no join, no broadcast job."""
+    after = F.lit(False)
+    for c in cursors:
+        after = after | ((F.col("partition_id") == c.partition) & (
+            (F.col("_commit_version") > c.version)
+            | ((F.col("_commit_version") == c.version) & (F.col("batch_index") > c.position))))
     narrow = read_appended(
         spark, inbox, start - 1, end,
         F.col("partition_id").isin(a.partitions) & F.col("targets").isNull(),
     ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
-             "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version")
-    after = narrow.join(F.broadcast(cursors), "partition_id").where(
-        (F.col("_commit_version") > F.col("cursor_version"))
-        | ((F.col("_commit_version") == F.col("cursor_version"))
-           & (F.col("batch_index") > F.col("cursor_index"))))
+             "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version"
+             ).where(after)
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
-    numbered = after.withColumn("_rank", rank).where(F.col("_rank") <= a.share + LOOKAHEAD)
-    counter = F.col("last_counter") + F.col("_rank")
+    numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.share + LOOKAHEAD)
+    counter = _by_partition(cursors, "counter") + F.col("_rank")
     typed = {name: F.lit(None).cast(LEDGER_TYPES[name]) for name in _CANDIDATE_COLUMNS}
     typed.update({c: F.col(c) for c in (*LOCATOR, "message_id", "session_id",
                                         "enqueued_time_utc", "scheduled_enqueue_time_utc",
@@ -104,7 +125,7 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: DataFrame, start
     return numbered.select(
         *[typed[c].alias(c) for c in _CANDIDATE_COLUMNS], F.lit("inbox").alias("origin"),
         F.col("_commit_version"), F.col("batch_index").alias("_index"),
-        counter.alias("_counter"))
+        counter.alias("_counter"), _by_partition(cursors, "p_version").alias("_p_version"))
 
 
 def _lane_filter(a: Attempt, lane: str) -> Column:
@@ -149,66 +170,65 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
 
 def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Column
                  ) -> DataFrame:
-    """p-row upserts moving each partition of ``rows`` (which carry ``p_version``, the
+    """p-row upserts moving each partition of ``rows`` (which carry ``_p_version``, the
     p row's version as read) to the given cursor."""
     return rows.select(
         "partition_id", F.lit(Lane.MAIN).alias("lane"),
         F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
-        F.lit("p").alias("row_type"), (F.col("p_version") + 1).alias("row_version"),
+        F.lit("p").alias("row_type"), (F.col("_p_version") + 1).alias("row_version"),
         version.cast("long").alias("cursor_version"), index.cast("long").alias("cursor_index"),
-        counter.cast("long").alias("last_counter"), F.col("p_version").alias(EXPECT_COLUMN),
+        counter.cast("long").alias("last_counter"), F.col("_p_version").alias(EXPECT_COLUMN),
         F.lit("upsert").alias(OP_COLUMN), F.lit(Lane.MAIN).alias("_old_lane"),
         F.lit(False).alias("_handed"))
 
 
-def _cursor_changes(decided: DataFrame, cursors: DataFrame) -> DataFrame:
-    """The p row of each partition whose cursor moved: to the last inbox row passed."""
-    moved = decided.where(F.col("_cursor_to")).select(
-        "partition_id", "_commit_version", "_index", "_counter")
-    return _cursor_rows(moved.join(F.broadcast(cursors), "partition_id"),
-                        F.col("_commit_version"), F.col("_index"), F.col("_counter"))
+def _cursor_changes(decided: DataFrame) -> DataFrame:
+    """The p row of each partition whose cursor moved: to the last inbox row passed (a
+    filter of the checkpointed decision, so re-reading it costs no join)."""
+    return _cursor_rows(decided.where(F.col("_cursor_to")), F.col("_commit_version"),
+                        F.col("_index"), F.col("_counter"))
 
 
-def _idle_cursors(decided: DataFrame, cursors: DataFrame, end: int) -> DataFrame:
+def _idle_cursors(spark: SparkSession, decided: DataFrame, cursors: list[Cursor], end: int
+                  ) -> DataFrame:
     """Cursors of partitions that had no inbox row in a window that stopped short of the
     newest commit: they move to the window's end, so the next receive reads further and
     no partition is left behind (the window is a bounded step)."""
-    busy = [int(r[0]) for r in decided.where(F.col("origin") == "inbox")
-            .select("partition_id").distinct().collect()]
-    idle = cursors.where(~F.col("partition_id").isin(busy) & (F.col("cursor_version") < end))
-    return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("last_counter"))
+    busy = {int(r[0]) for r in decided.where(F.col("origin") == "inbox")
+            .select("partition_id").distinct().collect()}
+    idle = spark.createDataFrame(
+        [(c.partition, c.counter, c.p_version) for c in cursors
+         if c.partition not in busy and c.version < end],
+        "partition_id int, _counter long, _p_version long")
+    return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("_counter"))
 
 
 def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
-                 ) -> tuple[DataFrame, DataFrame, int]:
-    """(the candidate ledger rows, checkpointed; the cursors as a small local DataFrame; the
-    oldest cursor version). One scan of the ledger, narrow columns only."""
+                 ) -> tuple[DataFrame, list[Cursor]]:
+    """(the candidate ledger rows, checkpointed; the cursors). One scan of the ledger,
+    narrow columns only."""
     ledger = spark.read.format("delta").load(ledger_path).where(
         F.col("partition_id").isin(a.partitions))
     cursor_rows = (F.col("row_type") == "p") & (F.col("lane") == Lane.MAIN)
     slice_ = ledger.where(cursor_rows | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
     slice_ = slice_.select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version", "cursor_index",
                            "last_counter").localCheckpoint()
-    found = slice_.where(F.col("row_type") == "p").select(
-        "partition_id", "cursor_version", "cursor_index", "last_counter",
-        F.col("row_version").alias("p_version")).collect()
-    cursors = spark.createDataFrame(
-        [tuple(r) for r in found], "partition_id int, cursor_version long, cursor_index long, "
-        "last_counter long, p_version long")
-    start = min((int(r["cursor_version"]) for r in found), default=0)
+    cursors = [Cursor(*(int(v) for v in r)) for r in slice_.where(F.col("row_type") == "p")
+               .select("partition_id", "cursor_version", "cursor_index", "last_counter",
+                       "row_version").collect()]
     candidates = slice_.where(F.col("row_type") == "m").select(
         *_CANDIDATE_COLUMNS, F.lit("ledger").alias("origin"),
-        F.lit(None).cast("long").alias("_commit_version"),
-        F.lit(None).cast("long").alias("_index"),
-        F.lit(None).cast("long").alias("_counter"))
-    return candidates, cursors, start
+        *[F.lit(None).cast("long").alias(c)
+          for c in ("_commit_version", "_index", "_counter", "_p_version")])
+    return candidates, cursors
 
 
 def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-             lane: str) -> tuple[DataFrame, DataFrame]:
-    """(change rows, cursors read) of one attempt; the decision is checkpointed once, so
-    lock tokens are drawn once and every later use reads the same rows."""
-    candidates, cursors, start = _read_ledger(spark, ledger_path, a, lane)
+             lane: str) -> DataFrame:
+    """The change rows of one attempt; the decision is checkpointed once, so lock tokens
+    are drawn once and every later use reads the same rows."""
+    candidates, cursors = _read_ledger(spark, ledger_path, a, lane)
+    start = min((c.version for c in cursors), default=0)
     end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
     if lane == Lane.MAIN:
         candidates = candidates.unionByName(
@@ -224,13 +244,11 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
         F.when(F.col("origin") == "ledger", F.col("_read_version")).alias(EXPECT_COLUMN),
         OP_COLUMN, "_old_lane", "_handed", "_left")
     if lane == Lane.MAIN:
-        messages = messages.unionByName(_cursor_changes(decided, cursors),
-                                        allowMissingColumns=True)
+        messages = messages.unionByName(_cursor_changes(decided), allowMissingColumns=True)
         if end < a.latest_version:
-            messages = messages.unionByName(_idle_cursors(decided, cursors, end),
+            messages = messages.unionByName(_idle_cursors(spark, decided, cursors, end),
                                             allowMissingColumns=True)
-    return messages, cursors
-
+    return messages
 
 
 def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
@@ -256,7 +274,7 @@ def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
 def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
                  lane: str = Lane.MAIN) -> ReceiveResult:
     """Run one attempt; raises StaleRead or a Delta conflict if it lost a race."""
-    changes, _ = _changes(spark, ledger_path, inbox_path, a, lane)
+    changes = _changes(spark, ledger_path, inbox_path, a, lane)
     # One small query tells both what to commit (per partition and lane as read: the
     # sequence range) and where the handed-out bodies are (partition, segment, send).
     # Rows taken from the inbox count with the lane they go to: a row already there (a

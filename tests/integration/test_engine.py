@@ -164,8 +164,8 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
     attempt = rx.Attempt(partitions=[0], share=1, total=1, ctx=queue._context(True),
                          lock_duration=queue.props.lock_duration,
                          latest_version=1)
-    first, _ = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
-    second, _ = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
+    first = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
+    second = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
     handed = [c.where("_handed").first() for c in (first, second)]
     assert handed[0].sequence_number == handed[1].sequence_number == 1
 
