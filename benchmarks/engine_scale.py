@@ -106,6 +106,15 @@ def backlog(spark: Any, root: str, reps: int, big: int) -> dict[str, Any]:
             "jobs": jobs, "ratio_big/small": round(med["big"] / med["small"], 2)}
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the machine so far (Linux /proc/stat), to show whether a
+    run was bound by the machine's cores."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
     attempts = {"ok": 0, "aborted": 0}
     lock = threading.Lock()
@@ -134,19 +143,21 @@ def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
             with lock:
                 done[0] += n
 
-    start = time.perf_counter()
+    start, cpu_before = time.perf_counter(), _cpu_ticks()
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
     seconds = time.perf_counter() - start
+    busy, total_ticks = (a - b for a, b in zip(_cpu_ticks(), cpu_before, strict=True))
     receive.guarded_merge = settle.guarded_merge = original  # type: ignore[attr-defined]
     total = attempts["ok"] + attempts["aborted"]
     return {"messages": done[0], "seconds": round(seconds, 1),
             "messages_per_s": round(done[0] / seconds, 1), "commits": attempts["ok"],
             "aborted": attempts["aborted"],
-            "aborted_share": round(attempts["aborted"] / total, 3) if total else 0.0}
+            "aborted_share": round(attempts["aborted"] / total, 3) if total else 0.0,
+            "cpu_busy_share": round(busy / total_ticks, 2) if total_ticks else 0.0}
 
 
 def concurrency(spark: Any, root: str, messages: int) -> dict[str, Any]:
