@@ -1,13 +1,42 @@
 """sbqueue: Azure Service Bus partitioned queues and topics on Spark and Delta Lake.
 
-This release has the foundation: namespaces, queue administration and the Spark-native
-DataFrame API. The azure-servicebus shaped message client arrives with its own issue.
+Two faces over one engine: the client shaped like azure-servicebus (``ServiceBusClient``)
+and the Spark-native DataFrame API (``Namespace``). Sessions, transactions and topics
+arrive with their own issues.
 """
 
 from __future__ import annotations
 
+from sbqueue.client import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    ServiceBusMessageState,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
+    ServiceBusReceiver,
+    ServiceBusSender,
+    ServiceBusSubQueue,
+)
 from sbqueue.engine import Entity, Namespace, SendResult, SettleResult
 from sbqueue.management import ServiceBusAdministrationClient
 
-__all__ = ["Entity", "Namespace", "SendResult", "ServiceBusAdministrationClient", "SettleResult"]
+__all__ = [
+    "NEXT_AVAILABLE_SESSION",
+    "Entity",
+    "Namespace",
+    "SendResult",
+    "ServiceBusAdministrationClient",
+    "ServiceBusClient",
+    "ServiceBusMessage",
+    "ServiceBusMessageBatch",
+    "ServiceBusMessageState",
+    "ServiceBusReceiveMode",
+    "ServiceBusReceivedMessage",
+    "ServiceBusReceiver",
+    "ServiceBusSender",
+    "ServiceBusSubQueue",
+    "SettleResult",
+]
 __version__ = "0.1.0"

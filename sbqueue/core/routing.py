@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 
 import mmh3
 
+from sbqueue.core.expr import Expr, coalesce, col, lit
+
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RoundRobin", "partition_for", "partitions_for", "routing_key"]
+__all__ = ["RoundRobin", "key_expr", "partition_for", "partitions_for", "routing_key"]
 
 
 def partition_for(key: str, partitions: int) -> int:
@@ -33,21 +35,24 @@ def partitions_for(keys: pd.Series, partitions: int) -> pd.Series:
     )
 
 
+def key_expr(duplicate_detection: bool) -> Expr:
+    """Key precedence (S4.1), the one definition: session id, else partition key, else the
+    message id when the entity detects duplicates, else no key. The client evaluates it on
+    a message; a DataFrame send compiles it to a column."""
+    message_id = col("message_id") if duplicate_detection else lit(None)
+    return coalesce(col("session_id"), col("partition_key"), message_id)
+
+
 def routing_key(
     session_id: str | None,
     partition_key: str | None,
     message_id: str | None,
     duplicate_detection: bool,
 ) -> str | None:
-    """Key precedence (S4.1): session id, else partition key, else message id when the
-    entity detects duplicates, else no key."""
-    if session_id is not None:
-        return session_id
-    if partition_key is not None:
-        return partition_key
-    if duplicate_detection and message_id is not None:
-        return message_id
-    return None
+    """``key_expr`` evaluated on one message's ids."""
+    row = {"session_id": session_id, "partition_key": partition_key, "message_id": message_id}
+    key: str | None = key_expr(duplicate_detection).evaluate(row)
+    return key
 
 
 class RoundRobin:

@@ -28,6 +28,10 @@ __all__ = [
     "Outcome",
     "ReceiveContext",
     "SettleContext",
+    "cancel_outcome",
+    "cancel_valid",
+    "deferred_outcome",
+    "deferred_valid",
     "deliverable",
     "receive_outcome",
     "settle_outcome",
@@ -183,3 +187,30 @@ def settle_outcome(ctx: SettleContext) -> Outcome:
                 "dead_letter_reason": when(exhausted, MAX_DELIVERY_REASON)
                 .otherwise(col("dead_letter_reason"))}
     raise ValueError(f"unknown settlement {ctx.kind!r}")
+
+
+def deferred_valid(now: datetime) -> Expr:
+    """A deferred message ``receive_deferred_messages`` may take: not locked (S6.3)."""
+    return (col("state") == DEFERRED) & _lock_free(now)
+
+
+def deferred_outcome(ctx: ReceiveContext) -> Outcome:
+    """What ``receive_deferred_messages`` does (S6.3): lock it, state still Deferred (so an
+    abandon puts it back to Deferred); in receive-and-delete mode, take it."""
+    delivered = col("delivery_count") + 1
+    if not ctx.peek_lock:
+        return {"_op": lit("delete"), "_handed": lit(True), "delivery_count": delivered}
+    return {"_op": lit("upsert"), "_handed": lit(True), "delivery_count": delivered,
+            "lock_token": col("_new_token"), "locked_until_utc": lit(ctx.locked_until),
+            "row_version": col("row_version") + 1}
+
+
+def cancel_valid(now: datetime) -> Expr:
+    """A scheduled message not yet active: it can be cancelled (S8.4)."""
+    return (col("state") == SCHEDULED) & col("scheduled_enqueue_time_utc").is_not_null() & (
+        col("scheduled_enqueue_time_utc") > now)
+
+
+def cancel_outcome() -> Outcome:
+    """``cancel_scheduled_messages`` removes the message (S8.4)."""
+    return {"_op": lit("delete")}

@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sbqueue.core.properties import QueueProperties
+from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
+from sbqueue.core.properties import EntityStatus, QueueProperties
 from sbqueue.core.sequence import COUNTER_BITS
-from sbqueue.core.transitions import Lane, ReceiveContext, SettleContext
+from sbqueue.core.transitions import (
+    Lane,
+    ReceiveContext,
+    SettleContext,
+    cancel_outcome,
+    cancel_valid,
+    deferred_outcome,
+    deferred_valid,
+)
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.reads import messages
 from sbqueue.engine.receive import (
@@ -30,8 +40,12 @@ from sbqueue.engine.receive import (
     with_bodies,
 )
 from sbqueue.engine.send import SendResult, send_dataframe
-from sbqueue.engine.settle import SettleResult, settle_once
-from sbqueue.exceptions import InvalidOperationError
+from sbqueue.engine.settle import Applied, SettleResult, apply_by_sequence, settle_once
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessageNotFoundError,
+    MessagingEntityDisabledError,
+)
 from sbqueue.store.delta import RETRYABLE, latest_version, retry_conflicts
 
 if TYPE_CHECKING:
@@ -75,6 +89,24 @@ class Entity:
     def name(self) -> str:
         return self.props.name
 
+    @property
+    def path(self) -> str:
+        """The entity path as Service Bus spells it (``q``, ``q/$DeadLetterQueue``)."""
+        suffix = {SubQueue.DEAD_LETTER: DEAD_LETTER_SUFFIX,
+                  SubQueue.TRANSFER_DEAD_LETTER: TRANSFER_DEAD_LETTER_SUFFIX}.get(self.sub_queue)
+        return f"{self.name}/{suffix}" if suffix else self.name
+
+    def check_status(self, operation: str) -> None:
+        """S16.1: refuse a send to a Disabled or SendDisabled entity, a receive or settle on
+        a Disabled or ReceiveDisabled one. Reads the current definition (a status change
+        by the administrator takes effect at once)."""
+        self.props = self.namespace.catalog.get_queue(self.props.name)
+        blocked = {"send": (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED),
+                   "receive": (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED)}[operation]
+        if self.props.status in blocked:
+            raise MessagingEntityDisabledError(
+                f"{self.path} is {self.props.status.value}: {operation} refused (S16.1)")
+
     # -- send ------------------------------------------------------------------------------
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0) -> SendResult:
         """Append ``df`` (``body`` plus any message column of S2.1) in one commit."""
@@ -82,6 +114,7 @@ class Entity:
             raise InvalidOperationError(
                 f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
                 "dead-letter queue (S7.2)")
+        self.check_status("send")
         return send_dataframe(df, self.props, self.inbox_path, round_robin_start)
 
     # -- receive ---------------------------------------------------------------------------
@@ -115,6 +148,7 @@ class Entity:
                 f"mode {mode!r} is not 'peek_lock' or 'receive_and_delete' (S5.1)")
         if max_messages < 1:
             raise InvalidOperationError(f"max_messages is {max_messages}; at least 1 (S5.4)")
+        self.check_status("receive")
         tried: set[int] = set()
         attempts, deadline = 0, time.monotonic() + LEASE_WAIT_SECONDS
         while attempts < RECEIVE_ATTEMPTS:
@@ -182,6 +216,7 @@ class Entity:
                 "be dead-lettered again (S7.2)")
         if not locks:
             return SettleResult()
+        self.check_status("receive")
         lanes = (Lane.MAIN, Lane.DEFERRED) if self.lane == Lane.MAIN else (self.lane,)
         partitions = sorted({seq >> COUNTER_BITS for seq, _ in locks})
 
@@ -219,18 +254,115 @@ class Entity:
                     f"dead-letter {what} is {len(text)} characters; at most 4096 (S6.4)")
         return self.settle_dataframe(batch, "dead_letter", reason, error_description)
 
-    # -- reads: never commit ---------------------------------------------------------------
-    def messages(self) -> DataFrame:
-        """Every message of the entity (all sub-queues), as its Spark SQL view shows it."""
-        return messages(self.spark, self.inbox_path, self.ledger_path)
+    def receive_deferred(self, sequence_numbers: list[int], mode: str = "peek_lock"
+                         ) -> DataFrame:
+        """The deferred messages with these numbers, locked (or taken in receive-and-delete
+        mode), with bodies; MessageNotFound if one is unknown or locked by another (S6.3)."""
+        self.check_status("receive")
+        if not sequence_numbers:
+            return self._none()
+        lane = Lane.DEFERRED if self.lane == Lane.MAIN else self.lane
+        ctx = self._context(mode == "peek_lock")
+        partitions = sorted({seq >> COUNTER_BITS for seq in sequence_numbers})
 
-    def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None
-                       ) -> DataFrame:
+        def attempt() -> Applied:
+            return apply_by_sequence(
+                self.spark, self.ledger_path, [(s, None) for s in sequence_numbers], (lane,),
+                deferred_valid(utcnow()), deferred_outcome(ctx), require_all=True)
+
+        with self.board.hold(partitions):
+            applied = retry_conflicts(attempt, what=f"receive deferred from {self.name}")
+        absent = sorted({*applied.missing, *applied.invalid})
+        if absent:
+            raise MessageNotFoundError(
+                f"no deferred message available in {self.path} with sequence number(s) "
+                f"{absent} (unknown, not deferred, or locked by another receiver; S6.3)")
+        assert applied.changes is not None
+        result = ReceiveResult(
+            handed=applied.changes, locators=applied.locators, count=len(applied.valid),
+            left={}, committed=True,
+            locked_until=min(ctx.locked_until, utcnow() + self.props.lock_duration)
+            if mode == "peek_lock" else None)
+        return with_bodies(self.spark, self.inbox_path, result)
+
+    def sequence_numbers(self, send_id: str) -> list[int]:
+        """The sequence numbers of the messages one send stored, in send order (S3.4)."""
+        rows = (self.messages(internal=True).where(F.col("_send_id") == send_id)
+                .orderBy("_batch_index").select("sequence_number").collect())
+        return [int(r[0]) for r in rows]
+
+    def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
+        """Remove scheduled messages not yet active; MessageNotFound for any other (S8.4).
+        A message the partition cursor has not passed yet is passed first (one receive
+        commit that hands out nothing), so that it has a ledger row to delete."""
+        self.check_status("send")
+        seqs = sorted(set(sequence_numbers))
+        if not seqs:
+            return
+        self._pass_to(seqs)
+        partitions = sorted({seq >> COUNTER_BITS for seq in seqs})
+
+        def attempt() -> Applied:
+            return apply_by_sequence(self.spark, self.ledger_path, [(s, None) for s in seqs],
+                                     (Lane.SCHEDULED, Lane.MAIN), cancel_valid(utcnow()),
+                                     cancel_outcome(), require_all=True)
+
+        with self.board.hold(partitions):
+            applied = retry_conflicts(attempt, what=f"cancel scheduled on {self.name}")
+        absent = sorted({*applied.missing, *applied.invalid})
+        if absent:
+            raise MessageNotFoundError(
+                f"no scheduled message in {self.path} with sequence number(s) {absent} "
+                "(unknown, cancelled or already active; S8.4); none was cancelled")
+
+    def _pass_to(self, seqs: list[int]) -> None:
+        """Move each partition's cursor past the highest of ``seqs`` in it (bounded steps)."""
+        targets: dict[int, int] = {}
+        for seq in seqs:
+            targets[seq >> COUNTER_BITS] = max(targets.get(seq >> COUNTER_BITS, 0), seq)
+        for _ in range(64):
+            counters = self.cursor_counters()
+            behind = {p: seq for p, seq in targets.items()
+                      if counters.get(p, 0) < seq & ((1 << COUNTER_BITS) - 1)}
+            if not behind:
+                return
+            attempt = Attempt(
+                partitions=sorted(behind), share=0, total=0, ctx=self._context(True),
+                lock_duration=self.props.lock_duration,
+                latest_version=latest_version(self.spark, self.inbox_path),
+                pass_to=tuple(sorted(behind.items())))
+            with self.board.hold(sorted(behind)):
+                retry_conflicts(lambda a=attempt: receive_once(  # type: ignore[misc]
+                    self.spark, self.ledger_path, self.inbox_path, a, Lane.MAIN),
+                    what=f"pass the cursors of {self.name}")
+
+    def cursor_counters(self) -> dict[int, int]:
+        """Each partition's last counter handed a number by its cursor."""
+        rows = (self.spark.read.format("delta").load(self.ledger_path)
+                .where(F.col("row_type") == "p").select("partition_id", "last_counter")
+                .collect())
+        return {int(r[0]): int(r[1]) for r in rows}
+
+    # -- reads: never commit ---------------------------------------------------------------
+    def messages(self, internal: bool = False) -> DataFrame:
+        """Every message of the entity (all sub-queues), as its Spark SQL view shows it;
+        ``internal`` adds each message's ``_send_id`` and ``_batch_index``."""
+        return messages(self.spark, self.inbox_path, self.ledger_path, internal)
+
+    def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,
+                       after: tuple[datetime, int] | None = None) -> DataFrame:
         """Messages in enqueued-time then sequence order; no lock, no change, no commit
-        (S9.1-S9.3). The main queue shows Active, Deferred and Scheduled messages."""
+        (S9.1-S9.3). The main queue shows Active, Deferred and Scheduled messages.
+        ``from_sequence``: from that number on, within its partition (S9.3); ``after``:
+        strictly after that (enqueued time, sequence number), to continue a peek (S9.1)."""
         view = self.messages().where(F.col("sub_queue") == _VIEW_NAMES[self.sub_queue])
+        seq, time_ = F.col("sequence_number"), F.col("enqueued_time_utc")
         if from_sequence is not None:
-            view = view.where(F.col("sequence_number") >= from_sequence)
+            view = view.where((F.col("partition_id") == from_sequence >> COUNTER_BITS)
+                              & (seq >= from_sequence))
+        if after is not None:
+            at = F.lit(after[0]).cast("timestamp")
+            view = view.where((time_ > at) | ((time_ == at) & (seq > after[1])))
         return view.orderBy("enqueued_time_utc", "sequence_number").limit(max_messages)
 
     def counts(self) -> dict[str, int]:

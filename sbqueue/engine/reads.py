@@ -27,11 +27,14 @@ def _q(name: str) -> str:
     return f"`{name}`"
 
 
-def messages_sql(inbox: str, ledger: str) -> str:
+def messages_sql(inbox: str, ledger: str, internal: bool = False) -> str:
     """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
-    DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled."""
-    fields = ", ".join(_q(f) for f in _FIELDS)
-    inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS)
+    DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled. ``internal``
+    adds the send id and batch index (the client finds a send's sequence numbers by them).
+    """
+    extra = ", {p}send_id AS _send_id, {p}batch_index AS _batch_index" if internal else ""
+    fields = ", ".join(_q(f) for f in _FIELDS) + extra.format(p="")
+    inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
     return f"""
 WITH inbox AS (
   SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE targets IS NULL
@@ -69,6 +72,7 @@ WHERE m.row_type = 'm'
 """
 
 
-def messages(spark: SparkSession, inbox: str, ledger: str) -> DataFrame:
+def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = False
+             ) -> DataFrame:
     """Every message of the entity, as its Spark SQL view shows it."""
-    return spark.sql(messages_sql(inbox, ledger))
+    return spark.sql(messages_sql(inbox, ledger, internal))

@@ -63,6 +63,8 @@ class Attempt:
     ctx: ReceiveContext
     lock_duration: timedelta
     latest_version: int
+    pass_to: tuple[tuple[int, int], ...] = ()  # (partition, seq): the cursor passes it
+
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,11 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     any_ok = F.max(F.col("_ok").cast("int")).over(by_partition)
     last_inbox = F.max(F.when(inbox, seq)).over(by_partition)
     limit = F.when(any_ok == 0, last_inbox).otherwise(F.coalesce(last_picked, F.lit(-1)))
+    if a.pass_to:  # moved past without handing out (to cancel a scheduled message)
+        floor: Any = F
+        for partition, target in a.pass_to:
+            floor = floor.when(F.col("partition_id") == partition, F.lit(target))
+        limit = F.greatest(limit, floor.otherwise(F.lit(-1)))
     left = F.sum((F.col("_ok") & ~F.col("_picked")).cast("int")).over(by_partition)
     passed = inbox & (seq <= limit)
     # The row the cursor moves to, marked here so that the cursor change is a filter of the

@@ -31,15 +31,15 @@ from pyspark.sql.types import (
 
 from sbqueue.core.durations import is_never
 from sbqueue.core.properties import QueueProperties
-from sbqueue.core.routing import partitions_for
+from sbqueue.core.routing import key_expr, partitions_for
+from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, message_limit
+from sbqueue.engine.columns import to_column
 from sbqueue.engine.schema import INBOX_SCHEMA, MESSAGE_FIELDS, SEGMENT_SECONDS
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 from sbqueue.store.delta import append
 
 __all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
 
-MAX_ID_LENGTH = 128
-STANDARD_MESSAGE_BYTES = 256 * 1024
 _STRINGS = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
             "content_type", "to", "reply_to", "reply_to_session_id")
 SETTABLE = frozenset({*_STRINGS, "body", "time_to_live", "scheduled_enqueue_time_utc",
@@ -152,11 +152,6 @@ def _properties_check(props: Column) -> Column:
                                 F.lit(" holds a value of a type S2.3 does not allow (S2.3)")))
 
 
-def max_message_bytes(props: QueueProperties) -> int:
-    kb = props.max_message_size_in_kilobytes
-    return kb * 1024 if kb else STANDARD_MESSAGE_BYTES
-
-
 def _first_problem(props: QueueProperties, cols: dict[str, Column], header: Column) -> Column:
     """The first rule a row breaks, as a message naming the value and the rule; else null."""
     checks: list[tuple[Column, Column]] = []
@@ -178,14 +173,14 @@ def _first_problem(props: QueueProperties, cols: dict[str, Column], header: Colu
             F.concat(F.lit(f"queue {props.name} requires sessions; message "),
                      cols["message_id"], F.lit(" has no session_id (S10.1)")),
         ))
-    limit = max_message_bytes(props)
+    limit = message_limit(props.max_message_size_in_kilobytes)
     checks.append((
         cols["size_in_bytes"] > limit,
         F.concat(F.lit("MessageSizeExceeded: message "), cols["message_id"], F.lit(" is "),
                  cols["size_in_bytes"].cast("string"), F.lit(f" bytes; at most {limit} (S2.4)")),
     ))
     checks.append((
-        header > 64 * 1024,
+        header > HEADER_LIMIT,
         F.concat(F.lit("MessageSizeExceeded: header of message "), cols["message_id"],
                  F.lit(" exceeds 64 KB (S2.4)")),
     ))
@@ -246,9 +241,7 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
         F.unix_millis(now) + F.greatest(ttl_ms, F.lit(1000))))
     cols["enqueued_sequence_number"] = F.lit(0).cast("long")
     cols["hop_count"] = F.lit(0)
-    key = F.coalesce(cols["session_id"], cols["partition_key"],
-                     cols["message_id"] if props.requires_duplicate_detection
-                     else F.lit(None).cast(StringType()))
+    key = to_column(key_expr(props.requires_duplicate_detection))  # S4.1, over ``typed``
     routed = typed.select(*[c.alias(n) for n, c in cols.items()], key.alias("_key"),
                        F.monotonically_increasing_id().alias("batch_index"))
     n = props.partition_count

@@ -9,18 +9,20 @@ commit conflicts only with work on those partitions (S14.1).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sbqueue.core.expr import Expr
 from sbqueue.core.sequence import COUNTER_BITS
-from sbqueue.core.transitions import SettleContext, settle_outcome, settle_valid
+from sbqueue.core.transitions import Outcome, SettleContext, settle_outcome, settle_valid
 from sbqueue.engine.columns import project, to_column
 from sbqueue.engine.receive import merge_scope
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES
+from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, LOCATOR
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge
 
-__all__ = ["SettleResult", "settle_once"]
+__all__ = ["Applied", "SettleResult", "apply_by_sequence", "settle_once"]
 
 
 @dataclass
@@ -31,36 +33,68 @@ class SettleResult:
     settled: int = 0
     lock_lost: list[int] = field(default_factory=list)
     already_settled: list[int] = field(default_factory=list)
+    locked_until: datetime | None = None  # a renewal's new locked-until time (S6.5)
 
 
-def _scope(locks: list[tuple[int, str]], lanes: tuple[str, ...]) -> str:
+@dataclass(frozen=True)
+class Applied:
+    """What ``apply_by_sequence`` did: the valid and invalid numbers, the missing ones, the
+    changed rows (checkpointed) and where their inbox rows are."""
+
+    valid: list[int]
+    invalid: list[int]
+    missing: list[int]
+    changes: DataFrame | None
+    locators: list[tuple[int, int, str]]
+
+
+def _scope(seqs: list[int], lanes: tuple[str, ...]) -> str:
     by_partition: dict[int, list[int]] = {}
-    for seq, _ in locks:
+    for seq in seqs:
         by_partition.setdefault(seq >> COUNTER_BITS, []).append(seq)
-    return merge_scope([(p, lane, min(seqs), max(seqs))
-                        for p, seqs in by_partition.items() for lane in lanes])
+    return merge_scope([(p, lane, min(numbers), max(numbers))
+                        for p, numbers in by_partition.items() for lane in lanes])
+
+
+def apply_by_sequence(spark: SparkSession, ledger_path: str,
+                      wanted: list[tuple[int, str | None]], lanes: tuple[str, ...],
+                      valid: Expr, outcome: Outcome, require_all: bool = False) -> Applied:
+    """Find the ledger rows of (sequence number, caller's token) pairs in ``lanes``, keep
+    those for which ``valid`` holds, apply ``outcome`` to them in one guarded MERGE over
+    their partitions only; with ``require_all``, commit nothing unless every pair is valid
+    (an operation that fails has no partial effect). Raises StaleRead or a Delta conflict
+    if a row changed meanwhile.
+    """
+    seqs = [seq for seq, _ in wanted]
+    scope = _scope(seqs, lanes)
+    pairs = spark.createDataFrame(wanted, "sequence_number long, _token string")
+    rows = spark.read.format("delta").load(ledger_path).alias("t").where(
+        F.expr(scope) & (F.col("row_type") == "m")).join(F.broadcast(pairs), "sequence_number")
+    checked = rows.withColumns({
+        "_valid": F.coalesce(to_column(valid), F.lit(False)),
+        "_new_token": F.expr("uuid()"),  # drawn before the checkpoint: fixed from here on
+    }).localCheckpoint()
+    verdicts = checked.select("sequence_number", "_valid", *LOCATOR).collect()
+    good = sorted(int(r[0]) for r in verdicts if r[1])
+    changes = None
+    if good and (not require_all or len(good) == len(set(seqs))):
+        changes = project(checked.where("_valid").withColumn(EXPECT_COLUMN, F.col("row_version")),
+                          outcome, LEDGER_TYPES)
+        guarded_merge(spark, ledger_path, scope, ["partition_id", "sequence_number"],
+                      changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN), LEDGER_COLUMNS)
+    return Applied(
+        valid=good, invalid=sorted(int(r[0]) for r in verdicts if not r[1]),
+        missing=sorted(set(seqs) - {int(r[0]) for r in verdicts}), changes=changes,
+        locators=sorted({(int(r["partition_id"]), int(r["segment"]), str(r["send_id"]))
+                         for r in verdicts if r[1]}))
 
 
 def settle_once(spark: SparkSession, ledger_path: str, locks: list[tuple[int, str]],
                 lanes: tuple[str, ...], ctx: SettleContext) -> SettleResult:
-    """One attempt; raises StaleRead or a Delta conflict if a row changed meanwhile."""
-    scope = _scope(locks, lanes)
-    wanted = spark.createDataFrame(locks, "sequence_number long, _token string")
-    rows = spark.read.format("delta").load(ledger_path).alias("t").where(
-        F.expr(scope) & (F.col("row_type") == "m")).join(F.broadcast(wanted), "sequence_number")
-    checked = rows.withColumn("_valid", F.coalesce(to_column(settle_valid(ctx.now)),
-                                                   F.lit(False))).localCheckpoint()
-    verdicts = {int(r[0]): bool(r[1]) for r in checked.select(
-        "sequence_number", "_valid").collect()}
-    result = SettleResult(
-        settled=sum(verdicts.values()),
-        lock_lost=sorted(s for s, ok in verdicts.items() if not ok),
-        already_settled=sorted({s for s, _ in locks} - set(verdicts)),
-    )
-    if result.settled:
-        changes: DataFrame = project(
-            checked.where("_valid").withColumn(EXPECT_COLUMN, F.col("row_version")),
-            settle_outcome(ctx), LEDGER_TYPES)
-        guarded_merge(spark, ledger_path, scope, ["partition_id", "sequence_number"],
-                      changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN), LEDGER_COLUMNS)
-    return result
+    """One settlement attempt (S6): the rows whose lock is valid change, the rest are
+    reported."""
+    applied = apply_by_sequence(spark, ledger_path, [(s, t) for s, t in locks], lanes,
+                                settle_valid(ctx.now), settle_outcome(ctx))
+    return SettleResult(settled=len(applied.valid), lock_lost=applied.invalid,
+                        already_settled=applied.missing,
+                        locked_until=ctx.renewed_until if ctx.kind == "renew" else None)

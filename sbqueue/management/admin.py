@@ -13,6 +13,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sbqueue.core.connection import parse_endpoint
 from sbqueue.core.names import name_key, validate_entity_path, validate_short_name
 from sbqueue.core.properties import (
     EntityAvailabilityStatus,
@@ -35,18 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["QueueRuntimeProperties", "ServiceBusAdministrationClient", "parse_endpoint"]
 
 D = TypeVar("D", bound=EntityDefinition)
-
-
-def parse_endpoint(connection_string: str) -> str:
-    """The ``Endpoint`` of a connection string; other keys are accepted and ignored."""
-    for part in connection_string.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "endpoint" and value.strip():
-            endpoint = value.strip()
-            return endpoint[len("sb://"):] if endpoint.startswith("sb://") else endpoint
-    raise InvalidOperationError(
-        f"connection string {connection_string[:60]!r} has no Endpoint=<folder or URI>"
-    )
 
 
 @dataclass(frozen=True)

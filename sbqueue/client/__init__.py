@@ -1,0 +1,31 @@
+"""Layer 5: the client shaped like azure-servicebus 7.14 (API.md "Client")."""
+
+from __future__ import annotations
+
+from sbqueue.client.client import ServiceBusClient
+from sbqueue.client.enums import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusMessageState,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
+from sbqueue.client.message import (
+    ServiceBusMessage,
+    ServiceBusMessageBatch,
+    ServiceBusReceivedMessage,
+)
+from sbqueue.client.receiver import ServiceBusReceiver
+from sbqueue.client.sender import ServiceBusSender
+
+__all__ = [
+    "NEXT_AVAILABLE_SESSION",
+    "ServiceBusClient",
+    "ServiceBusMessage",
+    "ServiceBusMessageBatch",
+    "ServiceBusMessageState",
+    "ServiceBusReceiveMode",
+    "ServiceBusReceivedMessage",
+    "ServiceBusReceiver",
+    "ServiceBusSender",
+    "ServiceBusSubQueue",
+]

@@ -1,0 +1,100 @@
+"""``ServiceBusClient``: the entry point of the azure-servicebus-shaped client.
+
+It opens a namespace (a folder or a URI Spark can write) and hands out senders and
+receivers. Code written for azure-servicebus 7.x ports by changing the imports and the
+connection string (API.md "Namespace and connection").
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from sbqueue.client.enums import (
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+    as_receive_mode,
+    as_sub_queue,
+)
+from sbqueue.client.receiver import ServiceBusReceiver
+from sbqueue.client.sender import ServiceBusSender
+from sbqueue.core.connection import parse_endpoint
+from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
+from sbqueue.engine.namespace import Namespace
+from sbqueue.exceptions import InvalidOperationError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["ServiceBusClient"]
+
+_SUFFIXES = {ServiceBusSubQueue.DEAD_LETTER: DEAD_LETTER_SUFFIX,
+             ServiceBusSubQueue.TRANSFER_DEAD_LETTER: TRANSFER_DEAD_LETTER_SUFFIX}
+
+
+class ServiceBusClient:
+    """A namespace's senders and receivers. ``spark=None``: the active SparkSession, or a
+    local one with Delta (``sbqueue.spark.get_session``)."""
+
+    def __init__(self, namespace: str, spark: SparkSession | None = None, **_: Any) -> None:
+        self._root = namespace
+        self._spark = spark
+        self._namespace: Namespace | None = None
+
+    @classmethod
+    def from_connection_string(cls, conn_str: str, *, spark: SparkSession | None = None,
+                               **kwargs: Any) -> ServiceBusClient:
+        """``Endpoint=<folder or URI>``; the other keys of an Azure connection string
+        (SharedAccessKeyName, ...) are accepted and ignored."""
+        return cls(parse_endpoint(conn_str), spark=spark, **kwargs)
+
+    @property
+    def namespace(self) -> Namespace:
+        """The namespace, opened (and Spark started) on first use."""
+        if self._namespace is None:
+            self._namespace = Namespace(self._root, self._spark)
+        return self._namespace
+
+    @property
+    def fully_qualified_namespace(self) -> str:
+        return self.namespace.root
+
+    def get_queue_sender(self, queue_name: str, **_: Any) -> ServiceBusSender:
+        """A sender to ``queue_name``; MessagingEntityNotFound if it does not exist."""
+        if queue_name.endswith(("/" + DEAD_LETTER_SUFFIX, "/" + TRANSFER_DEAD_LETTER_SUFFIX)):
+            raise InvalidOperationError(
+                f"{queue_name}: nothing can be sent to a dead-letter queue (S7.2)")
+        return ServiceBusSender(self.namespace.entity(queue_name))
+
+    def get_queue_receiver(
+        self,
+        queue_name: str,
+        *,
+        session_id: Any = None,
+        sub_queue: ServiceBusSubQueue | str | None = None,
+        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
+        max_wait_time: float | None = None,
+        prefetch_count: int = 0,
+        **_: Any,
+    ) -> ServiceBusReceiver:
+        """A receiver of ``queue_name`` or one of its dead-letter sub-queues (S7.1)."""
+        if session_id is not None:
+            raise InvalidOperationError(
+                f"session receivers (session_id={session_id!r}) come with sessions (S10); "
+                f"queue {queue_name!r} is received without one")
+        chosen = as_sub_queue(sub_queue)
+        path = f"{queue_name}/{_SUFFIXES[chosen]}" if chosen else queue_name
+        return ServiceBusReceiver(self.namespace.entity(path),
+                                  receive_mode=as_receive_mode(receive_mode),
+                                  max_wait_time=max_wait_time, prefetch_count=prefetch_count)
+
+    def close(self) -> None:
+        """Nothing to release: the SparkSession belongs to the application."""
+
+    def __enter__(self) -> ServiceBusClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+

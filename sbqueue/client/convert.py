@@ -1,0 +1,154 @@
+"""Between client messages and the engine's DataFrames, both ways.
+
+Sending: a list of ``ServiceBusMessage`` becomes a local DataFrame (no Spark job) with the
+columns a DataFrame send takes, so the client and DataFrames send the very same messages
+through one path. Application properties of mixed types become one VARIANT object per
+message: each value travels in the typed field of a small struct and is cast to VARIANT in
+one SQL expression, so an int stays an int and a datetime a datetime (decision 005).
+
+Receiving: a row of a received DataFrame becomes a ``ServiceBusReceivedMessage`` with
+timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DayTimeIntervalType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from sbqueue.client.enums import ServiceBusMessageState
+from sbqueue.client.message import (
+    STRING_PROPERTIES,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+)
+
+__all__ = ["to_dataframe", "to_received", "utc"]
+
+_VALUE = StructType([
+    StructField("k", StringType()),  # which field holds the value
+    StructField("s", StringType()),
+    StructField("l", LongType()),
+    StructField("d", DoubleType()),
+    StructField("b", BooleanType()),
+    StructField("t", TimestampType()),
+    StructField("i", DayTimeIntervalType()),
+])
+_SCHEMA = StructType([
+    StructField("body", BinaryType()),
+    *[StructField(name, StringType()) for name in STRING_PROPERTIES],
+    StructField("time_to_live", DayTimeIntervalType()),
+    StructField("scheduled_enqueue_time_utc", TimestampType()),
+    StructField("props", MapType(StringType(), _VALUE)),
+])
+# An interval is stored as an ISO-8601 duration string, as a DataFrame send stores it.
+_AS_VARIANT = """CASE WHEN props IS NULL THEN NULL ELSE to_variant_object(transform_values(
+  props, (k, v) -> CASE v.k
+    WHEN 's' THEN CAST(v.s AS VARIANT) WHEN 'l' THEN CAST(v.l AS VARIANT)
+    WHEN 'd' THEN CAST(v.d AS VARIANT) WHEN 'b' THEN CAST(v.b AS VARIANT)
+    WHEN 't' THEN CAST(v.t AS VARIANT)
+    WHEN 'i' THEN CAST(concat('PT', CAST(CAST(CAST(unix_micros(timestamp_seconds(0) + v.i)
+         / 1000000 AS DECIMAL(20, 6)) AS DOUBLE) AS STRING), 'S') AS VARIANT)
+    ELSE CAST(NULL AS VARIANT) END)) END"""
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """Aware UTC. A naive datetime given by a caller is taken as UTC (the ``_utc`` names
+    say so); PySpark returns naive local times, which ``to_received`` converts."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(
+        timezone.utc)
+
+
+def _typed(value: Any) -> tuple[Any, ...]:
+    """A property value as the fields of ``_VALUE``."""
+    if value is None:
+        return ("n", None, None, None, None, None, None)
+    if isinstance(value, bool):
+        return ("b", None, None, None, value, None, None)
+    if isinstance(value, int):
+        return ("l", None, value, None, None, None, None)
+    if isinstance(value, float):
+        return ("d", None, None, value, None, None, None)
+    if isinstance(value, datetime):
+        return ("t", None, None, None, None, utc(value), None)
+    if isinstance(value, timedelta):
+        return ("i", None, None, None, None, None, value)
+    return ("s", str(value), None, None, None, None, None)  # str, uuid
+
+
+def _row(message: ServiceBusMessage) -> tuple[Any, ...]:
+    props = message.application_properties
+    return (
+        message.body_bytes,
+        *[getattr(message, name) for name in STRING_PROPERTIES],
+        message.time_to_live,
+        utc(message.scheduled_enqueue_time_utc),
+        None if props is None else {k: _typed(v) for k, v in props.items()},
+    )
+
+
+def to_dataframe(spark: SparkSession, messages: Sequence[ServiceBusMessage]) -> DataFrame:
+    """The messages as a DataFrame send takes them; gives each a message id first (S2.6)."""
+    for message in messages:
+        message.validate()
+        if message.message_id is None:
+            message.message_id = uuid.uuid4().hex
+    local = spark.createDataFrame([_row(m) for m in messages], _SCHEMA)
+    columns = [c for c in local.columns if c != "props"]
+    return local.selectExpr(*[f"`{c}`" for c in columns],
+                            f"{_AS_VARIANT} AS application_properties")
+
+
+_STATES = {"Active": ServiceBusMessageState.ACTIVE, "Deferred": ServiceBusMessageState.DEFERRED,
+           "Scheduled": ServiceBusMessageState.SCHEDULED}
+_BROKER = ("sequence_number", "enqueued_sequence_number", "delivery_count", "lock_token",
+           "dead_letter_reason", "dead_letter_error_description", "dead_letter_source",
+           "partition_id")
+_TIMES = ("enqueued_time_utc", "expires_at_utc", "locked_until_utc")
+
+
+def _local_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.astimezone(timezone.utc)
+
+
+def _properties(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    decoded = value.toPython()
+    if not isinstance(decoded, Mapping):
+        return None
+    return {k: (_local_utc(v) if isinstance(v, datetime) else v) for k, v in decoded.items()}
+
+
+def to_received(row: Row) -> ServiceBusReceivedMessage:
+    """A row of a received (or peeked) DataFrame as the message the SDK would return."""
+    data = row.asDict()
+    broker: dict[str, Any] = {name: data.get(name) for name in _BROKER}
+    broker.update({name: _local_utc(data.get(name)) for name in _TIMES})
+    broker["state"] = _STATES.get(data.get("state") or "Active", ServiceBusMessageState.ACTIVE)
+    ttl_ms = data.get("time_to_live_ms")
+    return ServiceBusReceivedMessage(
+        bytes(data.get("body") or b""),
+        broker=broker,
+        application_properties=_properties(data.get("application_properties")),
+        scheduled_enqueue_time_utc=_local_utc(data.get("scheduled_enqueue_time_utc")),
+        time_to_live=None if ttl_ms is None else timedelta(milliseconds=ttl_ms),
+        **{name: data.get(name) for name in STRING_PROPERTIES},
+    )

@@ -1,0 +1,196 @@
+"""Messages as the client sees them: to send, as received, and batches (SPEC S2).
+
+Shaped like azure-servicebus 7.14: ``ServiceBusMessage`` is built by the caller,
+``ServiceBusReceivedMessage`` adds the broker properties of S2.5, and
+``ServiceBusMessageBatch`` refuses a message that would take it past its size (S2.4).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sbqueue.client.enums import ServiceBusMessageState
+from sbqueue.core.sizes import STANDARD_MESSAGE_BYTES, message_size
+from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
+
+__all__ = [
+    "STRING_PROPERTIES",
+    "ServiceBusMessage",
+    "ServiceBusMessageBatch",
+    "ServiceBusReceivedMessage",
+    "check_property_value",
+]
+
+STRING_PROPERTIES = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
+                     "content_type", "to", "reply_to", "reply_to_session_id")
+_PROPERTY_TYPES = (str, bool, int, float, datetime, timedelta, uuid.UUID)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def check_property_value(name: str, value: object) -> None:
+    """S2.3: str, bool, int (64-bit), float, datetime, timedelta, uuid or None."""
+    if value is None:
+        return
+    if not isinstance(value, _PROPERTY_TYPES):
+        raise InvalidOperationError(
+            f"application property {name!r} has a {type(value).__name__} value; allowed: str, "
+            "bool, int, float, datetime, timedelta, uuid, None (S2.3)")
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+            _INT64[0] <= value <= _INT64[1]):
+        raise InvalidOperationError(
+            f"application property {name!r} is {value}, outside 64-bit integers (S2.3)")
+
+
+def _body_bytes(body: object) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidOperationError(
+        f"message body is a {type(body).__name__}; it must be str or bytes (S2.1)")
+
+
+class ServiceBusMessage:
+    """A message to send (S2.1). Properties may be set after construction, as in the SDK."""
+
+    def __init__(
+        self,
+        body: str | bytes | None,
+        *,
+        application_properties: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        message_id: str | None = None,
+        scheduled_enqueue_time_utc: datetime | None = None,
+        time_to_live: timedelta | None = None,
+        content_type: str | None = None,
+        correlation_id: str | None = None,
+        subject: str | None = None,
+        partition_key: str | None = None,
+        to: str | None = None,
+        reply_to: str | None = None,
+        reply_to_session_id: str | None = None,
+    ) -> None:
+        self.body_bytes = _body_bytes(body)
+        self.application_properties: dict[str, Any] | None = (
+            dict(application_properties) if application_properties is not None else None)
+        self.session_id = session_id
+        self.message_id = message_id
+        self.scheduled_enqueue_time_utc = scheduled_enqueue_time_utc
+        self.time_to_live = time_to_live
+        self.content_type = content_type
+        self.correlation_id = correlation_id
+        self.subject = subject
+        self.partition_key = partition_key
+        self.to = to
+        self.reply_to = reply_to
+        self.reply_to_session_id = reply_to_session_id
+
+    @property
+    def body(self) -> Any:
+        return self.body_bytes
+
+    def __str__(self) -> str:
+        return self.body_bytes.decode("utf-8", errors="replace")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(message_id={self.message_id!r}, body={str(self)[:40]!r})"
+
+    def validate(self) -> None:
+        """The checks a send makes before any Spark job runs (S2.2, S2.3)."""
+        for name, value in (self.application_properties or {}).items():
+            if not isinstance(name, str):
+                raise InvalidOperationError(
+                    f"application property name {name!r} is not a str (S2.3)")
+            check_property_value(name, value)
+        for name in STRING_PROPERTIES:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidOperationError(
+                    f"{name} is a {type(value).__name__}: {value!r}; it must be a str (S2.1)")
+        if self.time_to_live is not None and not isinstance(self.time_to_live, timedelta):
+            raise InvalidOperationError(
+                f"time_to_live {self.time_to_live!r} is not a timedelta (S2.1)")
+        if self.scheduled_enqueue_time_utc is not None and not isinstance(
+                self.scheduled_enqueue_time_utc, datetime):
+            raise InvalidOperationError(
+                f"scheduled_enqueue_time_utc {self.scheduled_enqueue_time_utc!r} is not a "
+                "datetime (S2.1)")
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Body plus all properties (S2.4), as the client estimates it."""
+        strings = [getattr(self, name) for name in STRING_PROPERTIES]
+        return message_size(self.body_bytes, strings, self.application_properties)
+
+
+class ServiceBusReceivedMessage(ServiceBusMessage):
+    """A received message: the sent properties plus the broker's (S2.5).
+
+    ``body`` is an iterator of bytes, as in the SDK; ``body_bytes`` the plain bytes and
+    ``str(msg)`` the text.
+    """
+
+    def __init__(self, body: bytes, *, broker: Mapping[str, Any], **properties: Any) -> None:
+        super().__init__(body, **properties)
+        self.sequence_number: int = broker["sequence_number"]
+        self.enqueued_sequence_number: int = broker.get("enqueued_sequence_number") or 0
+        self.enqueued_time_utc: datetime | None = broker.get("enqueued_time_utc")
+        self.expires_at_utc: datetime | None = broker.get("expires_at_utc")
+        self.delivery_count: int = broker.get("delivery_count") or 0
+        self.locked_until_utc: datetime | None = broker.get("locked_until_utc")
+        self.lock_token: str | None = broker.get("lock_token")
+        self.state: ServiceBusMessageState = broker.get("state", ServiceBusMessageState.ACTIVE)
+        self.dead_letter_reason: str | None = broker.get("dead_letter_reason")
+        self.dead_letter_error_description: str | None = broker.get(
+            "dead_letter_error_description")
+        self.dead_letter_source: str | None = broker.get("dead_letter_source")
+        self.partition_id: int = broker.get("partition_id", 0)
+        self.settled = False
+
+    @property
+    def body(self) -> Iterator[bytes]:
+        return iter((self.body_bytes,))
+
+    @property
+    def label(self) -> str | None:
+        """The SDK's older name of ``subject``."""
+        return self.subject
+
+    def __repr__(self) -> str:
+        return (f"ServiceBusReceivedMessage(sequence_number={self.sequence_number}, "
+                f"message_id={self.message_id!r}, delivery_count={self.delivery_count})")
+
+
+class ServiceBusMessageBatch:
+    """Messages sent together, at most ``max_size_in_bytes`` in all (S2.4)."""
+
+    def __init__(self, max_size_in_bytes: int | None = None) -> None:
+        self.max_size_in_bytes = max_size_in_bytes or STANDARD_MESSAGE_BYTES
+        self.messages: list[ServiceBusMessage] = []
+        self._size = 0
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def add_message(self, message: ServiceBusMessage) -> None:
+        """Add ``message``; MessageSizeExceededError if the batch would grow too large."""
+        if not isinstance(message, ServiceBusMessage):
+            raise InvalidOperationError(
+                f"a batch holds ServiceBusMessage objects, not {type(message).__name__}")
+        message.validate()
+        size = message.size_in_bytes
+        if self._size + size > self.max_size_in_bytes:
+            raise MessageSizeExceededError(
+                f"message {message.message_id!r} of {size} bytes does not fit: the batch holds "
+                f"{self._size} of {self.max_size_in_bytes} bytes (S2.4)")
+        self.messages.append(message)
+        self._size += size

@@ -1,0 +1,209 @@
+"""``ServiceBusReceiver``: receive, peek and settle one message at a time (S5-S7, S9).
+
+A receive asks the engine for ``max(max_message_count, prefetch_count)`` messages in one
+commit, returns ``max_message_count`` and keeps the rest in a prefetch cache whose locks
+are already running (S5.5); without prefetch it never locks a message it does not return
+(S5.4). Settlements are one commit each, on the message's partition only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from sbqueue.client.convert import to_received
+from sbqueue.client.enums import ServiceBusReceiveMode
+from sbqueue.client.message import ServiceBusReceivedMessage
+from sbqueue.engine.entity import Entity
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessageAlreadySettled,
+    MessageLockLostError,
+)
+
+__all__ = ["ServiceBusReceiver"]
+
+MAX_PEEK = 250  # S9.3
+_IDLE_SLEEP = (0.2, 2.0)  # first and longest pause between empty receives
+
+
+class ServiceBusReceiver:
+    """Receives from one queue or sub-queue. Use one receiver per thread, as in the SDK."""
+
+    def __init__(self, entity: Entity, *, receive_mode: ServiceBusReceiveMode,
+                 max_wait_time: float | None = None, prefetch_count: int = 0) -> None:
+        if prefetch_count < 0:
+            raise InvalidOperationError(f"prefetch_count is {prefetch_count}; at least 0")
+        self._entity = entity
+        self.entity_path = entity.path
+        self.receive_mode = receive_mode
+        self._max_wait_time = max_wait_time
+        self._prefetch_count = prefetch_count
+        self._cache: deque[ServiceBusReceivedMessage] = deque()
+        self._last_peeked: tuple[datetime, int] | None = None
+        self._lock = threading.Lock()
+
+    # -- receive ---------------------------------------------------------------------------
+    @property
+    def _mode(self) -> str:
+        return ("peek_lock" if self.receive_mode == ServiceBusReceiveMode.PEEK_LOCK
+                else "receive_and_delete")
+
+    def _take_cached(self, count: int) -> list[ServiceBusReceivedMessage]:
+        """Cached messages whose locks still hold (a received-and-deleted one always)."""
+        now = datetime.now(timezone.utc)
+        out: list[ServiceBusReceivedMessage] = []
+        while self._cache and len(out) < count:
+            message = self._cache.popleft()
+            if message.locked_until_utc is None or message.locked_until_utc > now:
+                out.append(message)
+        return out
+
+    def _fetch(self, count: int) -> list[ServiceBusReceivedMessage]:
+        rows = self._entity.receive_dataframe(count, self._mode).collect()
+        messages = sorted((to_received(r) for r in rows),
+                          key=lambda m: (m.partition_id, m.sequence_number))
+        if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            for message in messages:
+                message.settled = True
+        return messages
+
+    def receive_messages(self, max_message_count: int | None = 1,
+                         max_wait_time: float | None = None) -> list[ServiceBusReceivedMessage]:
+        """Between 0 and ``max_message_count`` messages: as soon as there are any, else
+        ``[]`` once ``max_wait_time`` seconds passed (S5.4)."""
+        count = 1 if max_message_count is None else max_message_count
+        if count < 1:
+            raise InvalidOperationError(f"max_message_count is {count}; at least 1 (S5.4)")
+        wait = self._max_wait_time if max_wait_time is None else max_wait_time
+        deadline = time.monotonic() + (wait or 0.0)
+        pause = _IDLE_SLEEP[0]
+        with self._lock:
+            while True:
+                out = self._take_cached(count)
+                need = count - len(out)
+                if need:
+                    fetched = self._fetch(max(need, self._prefetch_count))
+                    out += fetched[:need]
+                    self._cache.extend(fetched[need:])
+                if out or time.monotonic() >= deadline:
+                    return out
+                time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, _IDLE_SLEEP[1])
+
+    def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:
+        """Messages one by one; stops after ``max_wait_time`` idle when it is set."""
+        while True:
+            got = self.receive_messages(1, self._max_wait_time)
+            if not got:
+                if self._max_wait_time is not None:
+                    return
+                continue
+            yield got[0]
+
+    # -- peek ------------------------------------------------------------------------------
+    def peek_messages(self, max_message_count: int = 1, *, sequence_number: int | None = None,
+                      **_: Any) -> list[ServiceBusReceivedMessage]:
+        """No lock, no change, no commit (S9.1); continues after the last peeked message."""
+        count = min(max(1, max_message_count), MAX_PEEK)
+        if sequence_number is not None:
+            df = self._entity.peek_dataframe(count, from_sequence=sequence_number)
+        else:
+            df = self._entity.peek_dataframe(count, after=self._last_peeked)
+        messages = [to_received(r) for r in df.collect()]
+        if messages and messages[-1].enqueued_time_utc is not None:
+            self._last_peeked = (messages[-1].enqueued_time_utc, messages[-1].sequence_number)
+        return messages
+
+    # -- settle ----------------------------------------------------------------------------
+    def _settle(self, message: ServiceBusReceivedMessage, kind: str,
+                reason: str | None = None, description: str | None = None) -> datetime | None:
+        if not isinstance(message, ServiceBusReceivedMessage):
+            raise InvalidOperationError(
+                f"{kind} takes a received message, not {type(message).__name__}")
+        if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            raise ValueError(f"message {message.sequence_number} was received and deleted; "
+                             f"it cannot be settled ({kind}, S5.1)")
+        if message.settled:
+            raise MessageAlreadySettled(
+                f"message {message.sequence_number} was settled already (S6.6)")
+        if message.lock_token is None:
+            raise InvalidOperationError(
+                f"message {message.sequence_number} was peeked, not received under a lock")
+        result = self._entity.settle([(message.sequence_number, message.lock_token)], kind,
+                                     reason, description)
+        now = datetime.now(timezone.utc)
+        expired = message.locked_until_utc is not None and message.locked_until_utc <= now
+        if result.lock_lost or (result.already_settled and expired):
+            raise MessageLockLostError(
+                f"the lock on message {message.sequence_number} expired at "
+                f"{message.locked_until_utc} or was taken by another receiver (S6.6)")
+        if result.already_settled:
+            message.settled = True
+            raise MessageAlreadySettled(
+                f"message {message.sequence_number} was settled already (S6.6)")
+        if kind == "renew":
+            message.locked_until_utc = result.locked_until
+        else:
+            message.settled = True
+        return result.locked_until
+
+    def complete_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Remove the message for good (S6.1)."""
+        self._settle(message, "complete")
+
+    def abandon_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Release the lock at once; the message is available again (S6.2)."""
+        self._settle(message, "abandon")
+
+    def defer_message(self, message: ServiceBusReceivedMessage) -> None:
+        """Set it aside; only ``receive_deferred_messages`` returns it (S6.3)."""
+        self._settle(message, "defer")
+
+    def dead_letter_message(self, message: ServiceBusReceivedMessage,
+                            reason: str | None = None,
+                            error_description: str | None = None) -> None:
+        """Move it to the dead-letter queue with this reason and description (S6.4)."""
+        for what, text in (("reason", reason), ("error_description", error_description)):
+            if text is not None and len(text) > 4096:
+                raise InvalidOperationError(
+                    f"dead-letter {what} is {len(text)} characters; at most 4096 (S6.4)")
+        self._settle(message, "dead_letter", reason, error_description)
+
+    def renew_message_lock(self, message: ServiceBusReceivedMessage, **_: Any) -> datetime:
+        """Extend the lock to now + lock duration; the new locked-until time (S6.5)."""
+        until = self._settle(message, "renew")
+        assert until is not None
+        return until
+
+    def receive_deferred_messages(self, sequence_numbers: int | Sequence[int], **_: Any
+                                  ) -> list[ServiceBusReceivedMessage]:
+        """The deferred messages with these numbers, locked, state still Deferred (S6.3)."""
+        seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(
+            sequence_numbers)
+        df = self._entity.receive_deferred(seqs, self._mode)
+        messages = [to_received(r) for r in df.orderBy(F.col("sequence_number")).collect()]
+        if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
+            for message in messages:
+                message.settled = True
+        return messages
+
+    # -- lifetime --------------------------------------------------------------------------
+    def close(self) -> None:
+        """Abandon nothing: prefetched messages keep their locks until they expire, as in
+        the SDK; they are then delivered again."""
+        self._cache.clear()
+
+    def __enter__(self) -> ServiceBusReceiver:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

@@ -1,0 +1,56 @@
+"""Message size limits and the size of one message (SPEC S2.2, S2.4).
+
+The engine computes the same size in Spark (``sbqueue.engine.send``) and is the final
+judge; the client uses ``message_size`` to fill a ``ServiceBusMessageBatch`` before any
+Spark job runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = [
+    "HEADER_LIMIT",
+    "MAX_ID_LENGTH",
+    "PREMIUM_BATCH_BYTES",
+    "STANDARD_MESSAGE_BYTES",
+    "batch_limit",
+    "message_limit",
+    "message_size",
+]
+
+MAX_ID_LENGTH = 128  # message_id, session_id, partition_key, reply_to_session_id (S2.2)
+STANDARD_MESSAGE_BYTES = 256 * 1024  # per message and per batch on Standard (S2.4)
+PREMIUM_BATCH_BYTES = 1024 * 1024  # a Premium batch (S2.4)
+HEADER_LIMIT = 64 * 1024  # all properties of one message (S2.4)
+
+
+def message_limit(max_message_size_in_kilobytes: int | None) -> int:
+    """Largest message of an entity: its Premium setting, else the Standard 256 KB."""
+    if max_message_size_in_kilobytes:
+        return max_message_size_in_kilobytes * 1024
+    return STANDARD_MESSAGE_BYTES
+
+
+def batch_limit(max_message_size_in_kilobytes: int | None) -> int:
+    """Largest batch of an entity: 256 KB on Standard, 1 MB on Premium (S2.4)."""
+    if max_message_size_in_kilobytes:
+        return PREMIUM_BATCH_BYTES
+    return STANDARD_MESSAGE_BYTES
+
+
+def _json_default(value: Any) -> str:
+    return str(value)
+
+
+def message_size(body: bytes, strings: Iterable[str | None],
+                 application_properties: Mapping[str, Any] | None) -> int:
+    """Body bytes + the UTF-8 bytes of every string property + the compact JSON of the
+    application properties: the header is everything but the body (S2.4)."""
+    header = sum(len(s.encode("utf-8")) for s in strings if s is not None)
+    if application_properties:
+        header += len(json.dumps(application_properties, separators=(",", ":"),
+                                 default=_json_default).encode("utf-8"))
+    return len(body) + header
