@@ -5,52 +5,22 @@ Every command takes ``--namespace`` (default ``$SBQUEUE_NAMESPACE`` or ``./sbque
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from sbqueue.exceptions import ServiceBusError
-
-console = Console()
-
-namespace_option = click.option(
-    "--namespace", "namespace", default=lambda: os.environ.get("SBQUEUE_NAMESPACE",
-                                                               "./sbqueue-data"),
-    show_default="$SBQUEUE_NAMESPACE or ./sbqueue-data", help="Namespace folder or URI.",
+from sbqueue.cli_messages import peek, receive, send
+from sbqueue.cli_shared import (
+    admin_client,
+    console,
+    namespace_option,
+    parse_props,
+    print_properties,
 )
-
-
-def _admin(namespace: str) -> Any:
-    from sbqueue.management import ServiceBusAdministrationClient
-
-    return ServiceBusAdministrationClient(namespace)
-
-
-def _parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``key=value`` pairs; true/false become bools and digits ints, the rest stays text."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r} is not key=value")
-        parsed: Any = value
-        if value.lower() in ("true", "false"):
-            parsed = value.lower() == "true"
-        elif value.isdigit():
-            parsed = int(value)
-        out[key.replace("-", "_")] = parsed
-    return out
-
-
-def _print_properties(values: dict[str, Any]) -> None:
-    table = Table("property", "value")
-    for key, value in values.items():
-        table.add_row(key, str(value))
-    console.print(table)
+from sbqueue.exceptions import ServiceBusError
 
 
 @click.group()
@@ -109,7 +79,7 @@ def queue() -> None:
 @click.argument("properties", nargs=-1)
 def queue_create(namespace: str, name: str, properties: tuple[str, ...]) -> None:
     """Create queue NAME with SDK property names, e.g. enable_partitioning=true."""
-    props = _admin(namespace).create_queue(name, **_parse_props(properties))
+    props = admin_client(namespace).create_queue(name, **parse_props(properties))
     console.print(f"created queue [cyan]{props.name}[/] with {props.partition_count} partition(s)")
 
 
@@ -118,7 +88,7 @@ def queue_create(namespace: str, name: str, properties: tuple[str, ...]) -> None
 def queue_list(namespace: str) -> None:
     """List the queues of the namespace."""
     table = Table("name", "partitions", "sessions", "duplicate detection", "status")
-    for q in _admin(namespace).list_queues():
+    for q in admin_client(namespace).list_queues():
         table.add_row(q.name, str(q.partition_count), str(q.requires_session),
                       str(q.requires_duplicate_detection), q.status.value)
     console.print(table)
@@ -129,8 +99,8 @@ def queue_list(namespace: str) -> None:
 @click.argument("name")
 def queue_show(namespace: str, name: str) -> None:
     """Show a queue's properties and runtime counts."""
-    admin = _admin(namespace)
-    _print_properties({**admin.get_queue(name).to_json(),
+    admin = admin_client(namespace)
+    print_properties({**admin.get_queue(name).to_json(),
                        **vars(admin.get_queue_runtime_properties(name))})
 
 
@@ -139,7 +109,7 @@ def queue_show(namespace: str, name: str) -> None:
 @click.argument("name")
 def queue_delete(namespace: str, name: str) -> None:
     """Delete a queue and its messages."""
-    _admin(namespace).delete_queue(name)
+    admin_client(namespace).delete_queue(name)
     console.print(f"deleted queue [cyan]{name}[/]")
 
 
@@ -154,7 +124,7 @@ def topic() -> None:
 @click.argument("properties", nargs=-1)
 def topic_create(namespace: str, name: str, properties: tuple[str, ...]) -> None:
     """Create topic NAME with SDK property names, e.g. enable_partitioning=true."""
-    props = _admin(namespace).create_topic(name, **_parse_props(properties))
+    props = admin_client(namespace).create_topic(name, **parse_props(properties))
     console.print(f"created topic [cyan]{props.name}[/] with {props.partition_count} partition(s)")
 
 
@@ -162,7 +132,7 @@ def topic_create(namespace: str, name: str, properties: tuple[str, ...]) -> None
 @namespace_option
 def topic_list(namespace: str) -> None:
     """List the topics of the namespace."""
-    admin = _admin(namespace)
+    admin = admin_client(namespace)
     table = Table("name", "partitions", "subscriptions", "duplicate detection", "status")
     for t in admin.list_topics():
         table.add_row(t.name, str(t.partition_count), str(len(admin.list_subscriptions(t.name))),
@@ -175,7 +145,7 @@ def topic_list(namespace: str) -> None:
 @click.argument("name")
 def topic_show(namespace: str, name: str) -> None:
     """Show a topic's properties."""
-    _print_properties(_admin(namespace).get_topic(name).to_json())
+    print_properties(admin_client(namespace).get_topic(name).to_json())
 
 
 @topic.command("delete")
@@ -183,7 +153,7 @@ def topic_show(namespace: str, name: str) -> None:
 @click.argument("name")
 def topic_delete(namespace: str, name: str) -> None:
     """Delete a topic and its subscriptions."""
-    _admin(namespace).delete_topic(name)
+    admin_client(namespace).delete_topic(name)
     console.print(f"deleted topic [cyan]{name}[/]")
 
 
@@ -200,7 +170,7 @@ def subscription() -> None:
 def subscription_create(namespace: str, topic_name: str, name: str,
                         properties: tuple[str, ...]) -> None:
     """Create subscription NAME of TOPIC_NAME, e.g. max_delivery_count=5."""
-    props = _admin(namespace).create_subscription(topic_name, name, **_parse_props(properties))
+    props = admin_client(namespace).create_subscription(topic_name, name, **parse_props(properties))
     console.print(f"created subscription [cyan]{props.name}[/] of topic {props.topic_name} "
                   f"with {props.partition_count} partition(s)")
 
@@ -211,7 +181,7 @@ def subscription_create(namespace: str, topic_name: str, name: str,
 def subscription_list(namespace: str, topic_name: str) -> None:
     """List the subscriptions of TOPIC_NAME."""
     table = Table("name", "partitions", "sessions", "max deliveries", "forward to", "status")
-    for sub in _admin(namespace).list_subscriptions(topic_name):
+    for sub in admin_client(namespace).list_subscriptions(topic_name):
         table.add_row(sub.name, str(sub.partition_count), str(sub.requires_session),
                       str(sub.max_delivery_count), sub.forward_to or "", sub.status.value)
     console.print(table)
@@ -223,7 +193,7 @@ def subscription_list(namespace: str, topic_name: str) -> None:
 @click.argument("name")
 def subscription_show(namespace: str, topic_name: str, name: str) -> None:
     """Show a subscription's properties."""
-    _print_properties(_admin(namespace).get_subscription(topic_name, name).to_json())
+    print_properties(admin_client(namespace).get_subscription(topic_name, name).to_json())
 
 
 @subscription.command("delete")
@@ -232,20 +202,40 @@ def subscription_show(namespace: str, topic_name: str, name: str) -> None:
 @click.argument("name")
 def subscription_delete(namespace: str, topic_name: str, name: str) -> None:
     """Delete a subscription and its messages."""
-    _admin(namespace).delete_subscription(topic_name, name)
+    admin_client(namespace).delete_subscription(topic_name, name)
     console.print(f"deleted subscription [cyan]{name}[/] of topic {topic_name}")
 
 
 @main.command()
 @namespace_option
-def stats(namespace: str) -> None:
-    """Runtime counts of every queue."""
-    table = Table("queue", "active", "dead-letter", "scheduled", "total", "bytes")
-    for r in _admin(namespace).list_queues_runtime_properties():
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def stats(namespace: str, as_json: bool) -> None:
+    """Runtime counts of every queue, and its messages per partition."""
+    admin = admin_client(namespace)
+    rows = admin.list_queues_runtime_properties()
+    per_partition = {r.name: admin.namespace.entity(r.name).partition_counts() for r in rows}
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps({
+                "queue": r.name, "active": r.active_message_count,
+                "dead_letter": r.dead_letter_message_count,
+                "scheduled": r.scheduled_message_count, "total": r.total_message_count,
+                "size_in_bytes": r.size_in_bytes,
+                "partitions": {str(p): n for p, n in per_partition[r.name].items()}}))
+        return
+    table = Table("queue", "active", "dead-letter", "scheduled", "total", "bytes",
+                  "per partition")
+    for r in rows:
+        spread = " ".join(str(n) for _, n in sorted(per_partition[r.name].items()))
         table.add_row(r.name, str(r.active_message_count), str(r.dead_letter_message_count),
                       str(r.scheduled_message_count), str(r.total_message_count),
-                      str(r.size_in_bytes))
+                      str(r.size_in_bytes), spread)
     console.print(table)
+
+
+main.add_command(send)
+main.add_command(receive)
+main.add_command(peek)
 
 
 def run() -> None:

@@ -12,6 +12,10 @@ from sbqueue.core.transitions import (
     Lane,
     ReceiveContext,
     SettleContext,
+    cancel_outcome,
+    cancel_valid,
+    deferred_outcome,
+    deferred_valid,
     deliverable,
     receive_outcome,
     settle_outcome,
@@ -171,3 +175,28 @@ def test_s6_7_abandoning_the_last_delivery_dead_letters() -> None:
     assert out["dead_letter_reason"] == "MaxDeliveryCountExceeded"
     deferred = {**held, "lane": Lane.DEFERRED, "state": "Deferred"}
     assert settle("abandon", deferred)["lane"] == Lane.DEFERRED  # S6.3 [decided]
+
+
+def test_s6_3_a_deferred_message_is_taken_only_when_unlocked() -> None:
+    assert deferred_valid(NOW).evaluate(row(state="Deferred", lane=Lane.DEFERRED)) is True
+    locked = row(state="Deferred", lock_token="t", locked_until_utc=NOW + timedelta(seconds=5))
+    assert deferred_valid(NOW).evaluate(locked) is False
+    assert deferred_valid(NOW).evaluate(row(state="Active")) is False
+
+
+def test_s6_3_receive_deferred_locks_and_keeps_the_deferred_state() -> None:
+    r = row(state="Deferred", lane=Lane.DEFERRED, delivery_count=2)
+    out = apply(deferred_outcome(ctx()), r)
+    assert out["_op"] == "upsert" and out["lock_token"] == "new"
+    assert out["locked_until_utc"] == LOCK and out["delivery_count"] == 3
+    assert "state" not in out and "lane" not in out  # an abandon puts it back (S6.3)
+    assert apply(deferred_outcome(ctx(peek_lock=False)), r)["_op"] == "delete"
+
+
+def test_s8_4_only_a_scheduled_message_not_yet_due_can_be_cancelled() -> None:
+    future = row(state="Scheduled", scheduled_enqueue_time_utc=NOW + timedelta(hours=1))
+    assert cancel_valid(NOW).evaluate(future) is True
+    due = row(state="Scheduled", scheduled_enqueue_time_utc=NOW - timedelta(seconds=1))
+    assert cancel_valid(NOW).evaluate(due) is False
+    assert cancel_valid(NOW).evaluate(row()) is False
+    assert apply(cancel_outcome(), future)["_op"] == "delete"

@@ -1,0 +1,266 @@
+"""The azure-servicebus-shaped client on real Spark + Delta (S2, S3.4, S5-S9, S16.1)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from sbqueue import (
+    Namespace,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusMessageState,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessageAlreadySettled,
+    MessageLockLostError,
+    MessageNotFoundError,
+    MessageSizeExceededError,
+    MessagingEntityDisabledError,
+    MessagingEntityNotFoundError,
+)
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def client(spark, namespace_root):
+    with ServiceBusClient.from_connection_string(
+            f"Endpoint=file://{namespace_root};SharedAccessKeyName=x;SharedAccessKey=y",
+            spark=spark) as c:
+        yield c
+
+
+def _queue(admin, name: str = "q", **props) -> str:
+    admin.create_queue(name, **props)
+    return name
+
+
+def test_s2_3_s2_5_properties_round_trip_and_broker_properties(admin, client) -> None:
+    q = _queue(admin, enable_partitioning=True, default_message_time_to_live="PT1H")
+    when = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
+    props = {"i": 42, "f": 1.5, "b": True, "s": "x", "t": when, "n": None}
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage(
+            "héllo", application_properties=props, subject="subj", correlation_id="c",
+            content_type="text/plain", partition_key="k", to="t", reply_to="r",
+            time_to_live=timedelta(minutes=5)))
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        [got] = receiver.receive_messages()
+        assert str(got) == "héllo" and got.body_bytes == "héllo".encode()  # S2.1
+        assert got.application_properties == props  # S2.3: an int stays an int, ...
+        assert type(got.application_properties["i"]) is int
+        assert (got.subject, got.correlation_id, got.content_type, got.partition_key,
+                got.to, got.reply_to) == ("subj", "c", "text/plain", "k", "t", "r")
+        assert got.message_id and len(got.message_id) == 32  # S2.6
+        # S2.5: broker properties
+        assert got.sequence_number >> 48 == got.partition_id
+        assert got.delivery_count == 1 and got.state == ServiceBusMessageState.ACTIVE
+        assert got.enqueued_sequence_number == 0
+        assert got.lock_token and got.locked_until_utc > datetime.now(timezone.utc)
+        assert got.expires_at_utc - got.enqueued_time_utc == timedelta(minutes=5)  # S8.1
+        assert got.time_to_live == timedelta(minutes=5)
+        receiver.complete_message(got)
+        with pytest.raises(MessageAlreadySettled):  # S6.6
+            receiver.complete_message(got)
+        assert receiver.receive_messages(max_wait_time=0) == []
+
+
+def test_client_and_dataframe_send_the_same_messages(admin, client, spark, namespace_root
+                                                     ) -> None:
+    """S4.2: the same key lands on the same partition from the client and a DataFrame."""
+    q = _queue(admin, enable_partitioning=True)
+    entity = Namespace(namespace_root, spark).entity(q)
+    keys = [f"key-{i}" for i in range(8)]
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage(f"c-{k}", partition_key=k) for k in keys])
+    entity.send_dataframe(spark.createDataFrame([(f"d-{k}", k) for k in keys],
+                                                "body string, partition_key string"))
+    rows = entity.messages().select("body", "partition_key", "partition_id").collect()
+    where = {(r.body.decode()[0], r.partition_key): r.partition_id for r in rows}
+    assert all(where[("c", k)] == where[("d", k)] for k in keys)
+    batch = entity.receive_dataframe(100)  # client messages received as a DataFrame
+    assert batch.count() == 16
+    assert entity.complete_dataframe(batch).settled == 16
+
+
+def test_s5_4_max_wait_time_returns_empty_after_waiting(admin, client) -> None:
+    q = _queue(admin)
+    with client.get_queue_receiver(q) as receiver:
+        started = time.monotonic()
+        assert receiver.receive_messages(max_wait_time=3) == []
+        assert time.monotonic() - started >= 3
+
+
+def test_s5_5_prefetch_keeps_locked_messages_for_the_next_calls(admin, client) -> None:
+    q = _queue(admin, lock_duration="PT2M")
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage(str(i)) for i in range(5)])
+    with client.get_queue_receiver(q, prefetch_count=5) as receiver:
+        [first] = receiver.receive_messages(1)
+        peeked = receiver.peek_messages(10)
+        assert len(peeked) == 5 and all(m.lock_token for m in peeked)  # all five locked
+        rest = receiver.receive_messages(10, max_wait_time=0)  # from the cache
+        assert sorted(str(m) for m in [first, *rest]) == [str(i) for i in range(5)]
+        for message in [first, *rest]:
+            receiver.complete_message(message)
+
+
+def test_s5_4_without_prefetch_nothing_unreturned_is_locked(admin, client) -> None:
+    q = _queue(admin)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage(str(i)) for i in range(5)])
+    with client.get_queue_receiver(q) as receiver:
+        got = receiver.receive_messages(2)
+        assert len(got) == 2
+        locked = [m for m in receiver.peek_messages(10) if m.lock_token]
+        assert sorted(m.sequence_number for m in locked) == sorted(
+            m.sequence_number for m in got)
+
+
+def test_s6_abandon_defer_dead_letter_and_renew(admin, client) -> None:
+    q = _queue(admin, max_delivery_count=5)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage(n, message_id=n) for n in ("a", "d", "x")])
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        got = {m.message_id: m for m in receiver.receive_messages(3)}
+        old = got["a"].locked_until_utc
+        assert receiver.renew_message_lock(got["a"]) >= old  # S6.5
+        receiver.abandon_message(got["a"])  # S6.2: available again, one more delivery
+        [again] = receiver.receive_messages()
+        assert again.message_id == "a" and again.delivery_count == 2
+        receiver.complete_message(again)
+        receiver.defer_message(got["d"])  # S6.3
+        receiver.dead_letter_message(got["x"], reason="bad", error_description="why")
+        assert receiver.receive_messages(max_wait_time=1) == []  # S5.6
+        seq = got["d"].sequence_number
+        [deferred] = receiver.receive_deferred_messages([seq])
+        assert deferred.state == ServiceBusMessageState.DEFERRED and deferred.lock_token
+        assert str(deferred) == "d"
+        receiver.abandon_message(deferred)  # back to Deferred [decided]
+        with pytest.raises(MessageNotFoundError, match=str(seq + 99)):
+            receiver.receive_deferred_messages([seq, seq + 99])  # nothing locked (S17)
+        [deferred] = receiver.receive_deferred_messages(seq)
+        receiver.complete_message(deferred)
+    with client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
+        [dead] = dlq.receive_messages(max_wait_time=5)  # S7.2: received like a queue
+        assert (dead.message_id, dead.dead_letter_reason,
+                dead.dead_letter_error_description) == ("x", "bad", "why")
+        with pytest.raises(InvalidOperationError, match=r"S7.2"):
+            dlq.dead_letter_message(dead)
+        dlq.complete_message(dead)
+
+
+def test_s6_6_settling_after_the_lock_expired_is_lock_lost(admin, client) -> None:
+    q = _queue(admin, lock_duration="PT5S")
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("late"))
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        [got] = receiver.receive_messages()
+        time.sleep(max(0.0, (got.locked_until_utc - datetime.now(timezone.utc))
+                       .total_seconds()) + 0.5)
+        with pytest.raises(MessageLockLostError, match=str(got.sequence_number)):
+            receiver.complete_message(got)
+        [again] = receiver.receive_messages()
+        assert again.delivery_count == 2
+        receiver.complete_message(again)
+
+
+def test_s5_1_receive_and_delete(admin, client) -> None:
+    q = _queue(admin)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("once"))
+    with client.get_queue_receiver(
+            q, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=5) as r:
+        [got] = r.receive_messages()
+        assert str(got) == "once" and got.lock_token is None
+        with pytest.raises(ValueError, match=r"S5.1"):
+            r.complete_message(got)
+        assert r.receive_messages(max_wait_time=0) == [] and r.peek_messages(5) == []
+
+
+def test_s8_4_schedule_cancel_and_past_times(admin, client) -> None:
+    q = _queue(admin, enable_partitioning=True)
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with client.get_queue_sender(q) as sender:
+        seqs = sender.schedule_messages(
+            [ServiceBusMessage(f"s{i}", partition_key="k") for i in range(3)], later)
+        assert len(seqs) == 3 and len(set(seqs)) == 3  # S3.4
+        [past] = sender.schedule_messages(ServiceBusMessage("now"),
+                                          datetime.now(timezone.utc) - timedelta(hours=1))
+        with client.get_queue_receiver(q) as receiver:
+            peeked = {m.sequence_number: m for m in receiver.peek_messages(10)}
+            assert {peeked[s].state for s in seqs} == {ServiceBusMessageState.SCHEDULED}
+            sender.cancel_scheduled_messages(seqs[:2])  # not yet passed by the cursor
+            with pytest.raises(MessageNotFoundError):
+                sender.cancel_scheduled_messages(seqs[0])  # cancelled already
+            with pytest.raises(MessageNotFoundError):
+                sender.cancel_scheduled_messages(past)  # active at once [decided]
+            [got] = receiver.receive_messages(max_wait_time=5)
+            assert got.sequence_number == past
+            receiver.complete_message(got)
+            sender.cancel_scheduled_messages(seqs[2])  # now passed: a ledger row
+        with client.get_queue_receiver(q) as receiver:
+            assert receiver.peek_messages(10) == []
+
+
+def test_s9_peek_locks_nothing_and_continues(admin, client) -> None:
+    q = _queue(admin)
+    with client.get_queue_sender(q) as sender:
+        for i in range(3):
+            sender.send_messages(ServiceBusMessage(str(i)))
+    with client.get_queue_receiver(q) as receiver:
+        first = receiver.peek_messages(2)
+        second = receiver.peek_messages(2)
+        assert [str(m) for m in first + second] == ["0", "1", "2"]
+        assert all(m.lock_token is None for m in first + second)
+        again = receiver.peek_messages(5, sequence_number=first[1].sequence_number)
+        assert [str(m) for m in again] == ["1", "2"]
+        assert len(receiver.receive_messages(3, max_wait_time=5)) == 3  # nothing was locked
+
+
+def test_s16_1_status_is_enforced_and_nothing_is_lost(admin, client) -> None:
+    q = _queue(admin)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("kept"))
+        admin.update_queue(q, status="SendDisabled")
+        with pytest.raises(MessagingEntityDisabledError, match="SendDisabled"):
+            sender.send_messages(ServiceBusMessage("refused"))
+        with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+            [got] = receiver.receive_messages()
+            admin.update_queue(q, status="ReceiveDisabled")
+            with pytest.raises(MessagingEntityDisabledError, match="ReceiveDisabled"):
+                receiver.complete_message(got)
+            with pytest.raises(MessagingEntityDisabledError):
+                receiver.receive_messages()
+            admin.update_queue(q, status="Active")
+            receiver.abandon_message(got)
+            [got] = receiver.receive_messages()
+            assert str(got) == "kept"
+
+
+def test_bad_input_is_refused_with_sbqueue_errors(admin, client) -> None:
+    q = _queue(admin)
+    with pytest.raises(MessagingEntityNotFoundError):
+        client.get_queue_sender("nope")
+    with pytest.raises(InvalidOperationError, match=r"S7.2"):
+        client.get_queue_sender(f"{q}/$DeadLetterQueue")
+    with client.get_queue_sender(q) as sender:
+        with pytest.raises(InvalidOperationError, match=r"S2.3"):
+            sender.send_messages(ServiceBusMessage("x", application_properties={"l": [1]}))
+        with pytest.raises(MessageSizeExceededError):
+            sender.send_messages(ServiceBusMessage(b"x" * 300_000))
+        with pytest.raises(MessageSizeExceededError, match="batch"):
+            sender.send_messages([ServiceBusMessage(b"x" * 200_000) for _ in range(2)])
+        batch = sender.create_message_batch()
+        assert batch.max_size_in_bytes == 256 * 1024
+        sender.send_messages(batch)  # an empty batch sends nothing
+        with pytest.raises(InvalidOperationError, match="ServiceBusMessage"):
+            sender.send_messages("text")  # type: ignore[arg-type]
+    with client.get_queue_receiver(q) as receiver:
+        assert receiver.peek_messages(5) == []  # nothing stored by the refused sends
