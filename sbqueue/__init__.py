@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sbqueue.client import (
     NEXT_AVAILABLE_SESSION,
+    AutoLockRenewer,
     ServiceBusClient,
     ServiceBusMessage,
     ServiceBusMessageBatch,
@@ -24,6 +25,7 @@ from sbqueue.management import ServiceBusAdministrationClient
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
+    "AutoLockRenewer",
     "Entity",
     "Namespace",
     "SendResult",

@@ -9,6 +9,7 @@ from sbqueue.client.enums import (
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
 )
+from sbqueue.client.lock_renewer import AutoLockRenewer
 from sbqueue.client.message import (
     ServiceBusMessage,
     ServiceBusMessageBatch,
@@ -19,6 +20,7 @@ from sbqueue.client.sender import ServiceBusSender
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
+    "AutoLockRenewer",
     "ServiceBusClient",
     "ServiceBusMessage",
     "ServiceBusMessageBatch",

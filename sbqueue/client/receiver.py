@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from types import TracebackType
 from typing import Any
 
@@ -49,6 +49,11 @@ class ServiceBusReceiver:
         self._cache: deque[ServiceBusReceivedMessage] = deque()
         self._last_peeked: tuple[datetime, int] | None = None
         self._lock = threading.Lock()
+
+    @property
+    def lock_duration(self) -> timedelta:
+        """How long a lock taken by this receiver lasts (the entity's lock_duration)."""
+        return self._entity.props.lock_duration
 
     # -- receive ---------------------------------------------------------------------------
     @property

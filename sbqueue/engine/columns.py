@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -39,6 +39,9 @@ def _sql_literal(value: Any) -> str:
         delta = aware - _EPOCH  # exact microseconds: no time zone or format in between
         micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
         return f"timestamp_micros({micros}L)"
+    if isinstance(value, timedelta):
+        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+        return f"make_dt_interval(0, 0, 0, {micros} / 1000000.0)"
     if isinstance(value, str):
         if value.replace("_", "").replace("-", "").isalnum() and value.isascii():
             return f"'{value}'"

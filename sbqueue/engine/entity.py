@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
 from sbqueue.core.properties import EntityStatus, QueueProperties
 from sbqueue.core.sequence import COUNTER_BITS
@@ -127,14 +128,19 @@ class Entity:
             dead_letter_on_expiry=self.props.dead_lettering_on_message_expiration,
             main_queue=self.lane == Lane.MAIN)
 
-    def _attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool
-                 ) -> ReceiveResult:
-        started = time.monotonic()
-        attempt = Attempt(
+    def _make_attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool,
+                      pass_to: tuple[tuple[int, int], ...] = ()) -> Attempt:
+        return Attempt(
             partitions=partitions, share=share, total=total, ctx=self._context(peek_lock),
             lock_duration=self.props.lock_duration,
             latest_version=latest_version(self.spark, self.inbox_path)
-            if self.lane == Lane.MAIN else 0)
+            if self.lane == Lane.MAIN else 0,
+            pass_to=pass_to, dedupe=dedupe_window(self.props))
+
+    def _attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool
+                 ) -> ReceiveResult:
+        started = time.monotonic()
+        attempt = self._make_attempt(partitions, share, total, peek_lock)
         result = receive_once(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)
         if result.committed:
             self.board.saw_attempt(time.monotonic() - started)
@@ -326,11 +332,8 @@ class Entity:
                       if counters.get(p, 0) < seq & ((1 << COUNTER_BITS) - 1)}
             if not behind:
                 return
-            attempt = Attempt(
-                partitions=sorted(behind), share=0, total=0, ctx=self._context(True),
-                lock_duration=self.props.lock_duration,
-                latest_version=latest_version(self.spark, self.inbox_path),
-                pass_to=tuple(sorted(behind.items())))
+            attempt = self._make_attempt(sorted(behind), 0, 0, True,
+                                         pass_to=tuple(sorted(behind.items())))
             with self.board.hold(sorted(behind)):
                 retry_conflicts(lambda a=attempt: receive_once(  # type: ignore[misc]
                     self.spark, self.ledger_path, self.inbox_path, a, Lane.MAIN),
@@ -347,7 +350,8 @@ class Entity:
     def messages(self, internal: bool = False) -> DataFrame:
         """Every message of the entity (all sub-queues), as its Spark SQL view shows it;
         ``internal`` adds each message's ``_send_id`` and ``_batch_index``."""
-        return messages(self.spark, self.inbox_path, self.ledger_path, internal)
+        return messages(self.spark, self.inbox_path, self.ledger_path, internal,
+                        dedupe_window(self.props))
 
     def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,
                        after: tuple[datetime, int] | None = None) -> DataFrame:

@@ -13,6 +13,7 @@ import shutil
 import uuid
 from typing import TYPE_CHECKING, TypeVar
 
+from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.names import (
     DEAD_LETTER_SUFFIX,
     TRANSFER_DEAD_LETTER_SUFFIX,
@@ -216,7 +217,7 @@ class Namespace:
         ledger = self.catalog.data_path(props.entity_id, "ledger")
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
         self.spark.sql(f"CREATE OR REPLACE VIEW {self._qualified(self._view_name(kind, props))} "
-                       f"AS {messages_sql(inbox, ledger)}")
+                       f"AS {messages_sql(inbox, ledger, dedupe=dedupe_window(owner))}")
 
     def register_views(self) -> None:
         """(Re)create the view of every queue and subscription in this session's catalog."""

@@ -9,9 +9,13 @@ final number as soon as its send returns, and nothing is committed to show it (S
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pyspark.sql import DataFrame, SparkSession
 
+from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.engine.columns import to_sql
 from sbqueue.engine.schema import MESSAGE_FIELDS
 
 __all__ = ["MESSAGE_VIEW_COLUMNS", "messages", "messages_sql"]
@@ -27,18 +31,35 @@ def _q(name: str) -> str:
     return f"`{name}`"
 
 
-def messages_sql(inbox: str, ledger: str, internal: bool = False) -> str:
+def _accepted(dedupe: timedelta | None) -> str:
+    """The sent rows that are not duplicates (S11.2, ``core.duplicates``)."""
+    if dedupe is None:
+        return "SELECT * FROM sent"
+    group = ", ".join(DUPLICATE_GROUP)
+    return f"""
+  SELECT * FROM (
+    SELECT *, lag(enqueued_time_utc) OVER (PARTITION BY {group} ORDER BY _v, batch_index)
+           AS {PREVIOUS_TIME}
+    FROM sent)
+  WHERE NOT {to_sql(is_duplicate(dedupe))}"""
+
+
+def messages_sql(inbox: str, ledger: str, internal: bool = False,
+                 dedupe: timedelta | None = None) -> str:
     """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
     DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled. ``internal``
     adds the send id and batch index (the client finds a send's sequence numbers by them).
+    ``dedupe``: the duplicate detection window of an entity that detects duplicates; its
+    duplicates are not messages and get no sequence number (S11.2, S3.1).
     """
     extra = ", {p}send_id AS _send_id, {p}batch_index AS _batch_index" if internal else ""
     fields = ", ".join(_q(f) for f in _FIELDS) + extra.format(p="")
     inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
     return f"""
-WITH inbox AS (
+WITH sent AS (
   SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE targets IS NULL
 ),
+inbox AS ({_accepted(dedupe)}),
 cursors AS (
   SELECT partition_id, cursor_version, cursor_index, last_counter
   FROM delta.`{ledger}` WHERE row_type = 'p'
@@ -72,7 +93,7 @@ WHERE m.row_type = 'm'
 """
 
 
-def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = False
-             ) -> DataFrame:
+def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = False,
+             dedupe: timedelta | None = None) -> DataFrame:
     """Every message of the entity, as its Spark SQL view shows it."""
-    return spark.sql(messages_sql(inbox, ledger, internal))
+    return spark.sql(messages_sql(inbox, ledger, internal, dedupe))

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.transitions import Lane, ReceiveContext, deliverable, receive_outcome
 from sbqueue.engine.columns import project, to_column
@@ -64,6 +65,7 @@ class Attempt:
     lock_duration: timedelta
     latest_version: int
     pass_to: tuple[tuple[int, int], ...] = ()  # (partition, seq): the cursor passes it
+    dedupe: timedelta | None = None  # the duplicate detection window (S11)
 
 
 
@@ -110,6 +112,8 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
     ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
              "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version"
              ).where(after)
+    if a.dedupe is not None:
+        narrow = _without_duplicates(spark, inbox, narrow, a.partitions, a.dedupe)
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
     numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.share + LOOKAHEAD)
@@ -128,6 +132,27 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
         *[typed[c].alias(c) for c in _CANDIDATE_COLUMNS], F.lit("inbox").alias("origin"),
         F.col("_commit_version"), F.col("batch_index").alias("_index"),
         counter.alias("_counter"), _by_partition(cursors, "p_version").alias("_p_version"))
+
+
+def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame,
+                        partitions: list[int], window: timedelta) -> DataFrame:
+    """The head rows that are not duplicates (S11.2, ``core.duplicates``). The previous
+    copy of a head row was sent at most a window before the oldest head row: only inbox
+    rows of that time range are read (data skipping on enqueued time), never the backlog.
+    """
+    narrow = narrow.localCheckpoint()
+    bounds = narrow.agg(F.min("enqueued_time_utc"), F.max("enqueued_time_utc")).first()
+    if bounds is None or bounds[0] is None:
+        return narrow
+    recent = spark.read.format("delta").load(inbox).where(
+        F.col("partition_id").isin(partitions) & F.col("targets").isNull()
+        & F.col("enqueued_time_utc").between(F.lit(bounds[0] - window), F.lit(bounds[1]))
+    ).select(*LOCATOR, *DUPLICATE_GROUP[1:], "enqueued_time_utc",
+             F.col("_metadata.row_commit_version").alias("_v"))
+    order = Window.partitionBy(*DUPLICATE_GROUP).orderBy("_v", "batch_index")
+    copies = recent.withColumn(PREVIOUS_TIME, F.lag("enqueued_time_utc").over(order)).where(
+        to_column(is_duplicate(window))).select(*LOCATOR)
+    return narrow.join(copies, LOCATOR, "left_anti")
 
 
 def _lane_filter(a: Attempt, lane: str) -> Column:

@@ -37,3 +37,25 @@ def test_cli_bad_name_is_a_clear_error(spark, namespace_root) -> None:
                                        "../escape"])
     assert isinstance(result.exception, InvalidOperationError)
     assert "S1.7" in str(result.exception)
+
+
+def test_cli_send_peek_receive_and_stats(spark, namespace_root, tmp_path) -> None:
+    """Issue 6 CLI: send (body, --file JSON lines), peek, receive --complete, stats --json."""
+    import json
+
+    runner = CliRunner()
+    ns = ["--namespace", namespace_root]
+    assert runner.invoke(main, ["queue", "create", *ns, "q"]).exit_code == 0
+    sent = runner.invoke(main, ["send", *ns, "q", "hello", "-p", "n=5", "--subject", "s"])
+    assert sent.exit_code == 0 and "sent 1" in sent.output, sent.output
+    lines = tmp_path / "m.jsonl"
+    lines.write_text('{"body": "a", "message_id": "m-a"}\n{"body": "b"}\n')
+    assert "sent 2" in runner.invoke(main, ["send", *ns, "q", "--file", str(lines)]).output
+    peeked = runner.invoke(main, ["peek", *ns, "q", "--max", "5", "--json"])
+    rows = [json.loads(x) for x in peeked.output.splitlines()]
+    assert [r["body"] for r in rows] == ["hello", "a", "b"]
+    assert rows[0]["application_properties"] == {"n": 5} and rows[1]["message_id"] == "m-a"
+    got = runner.invoke(main, ["receive", *ns, "q", "--max", "3", "--complete", "--json"])
+    assert got.exit_code == 0 and len(got.output.splitlines()) == 3, got.output
+    stats = json.loads(runner.invoke(main, ["stats", *ns, "--json"]).output)
+    assert stats["queue"] == "q" and stats["total"] == 0 and stats["partitions"] == {"0": 0}

@@ -264,3 +264,20 @@ def test_bad_input_is_refused_with_sbqueue_errors(admin, client) -> None:
             sender.send_messages("text")  # type: ignore[arg-type]
     with client.get_queue_receiver(q) as receiver:
         assert receiver.peek_messages(5) == []  # nothing stored by the refused sends
+
+
+def test_s6_5_auto_lock_renewer_keeps_a_lock_alive(admin, client) -> None:
+    from sbqueue import AutoLockRenewer
+
+    q = _queue(admin, lock_duration="PT10S")
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("long work"))
+    failures: list[object] = []
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver, AutoLockRenewer(
+            on_lock_renew_failure=lambda m, e: failures.append(e)) as renewer:
+        [got] = receiver.receive_messages()
+        first = got.locked_until_utc
+        renewer.register(receiver, got, max_lock_renewal_duration=60)
+        time.sleep(15)  # longer than the lock
+        assert got.locked_until_utc > first and not failures
+        receiver.complete_message(got)

@@ -200,3 +200,14 @@ def test_s8_4_only_a_scheduled_message_not_yet_due_can_be_cancelled() -> None:
     assert cancel_valid(NOW).evaluate(due) is False
     assert cancel_valid(NOW).evaluate(row()) is False
     assert apply(cancel_outcome(), future)["_op"] == "delete"
+
+
+def test_s11_2_a_copy_within_the_window_is_a_duplicate() -> None:
+    from sbqueue.core.duplicates import PREVIOUS_TIME, is_duplicate
+
+    rule = is_duplicate(timedelta(minutes=10))
+    at = {"enqueued_time_utc": NOW}
+    assert rule.evaluate({**at, PREVIOUS_TIME: None}) is False
+    assert rule.evaluate({**at, PREVIOUS_TIME: NOW - timedelta(minutes=10)}) is True
+    assert rule.evaluate({**at, PREVIOUS_TIME: NOW - timedelta(minutes=11)}) is False
+    assert rule.evaluate({**at, PREVIOUS_TIME: NOW}) is True  # within one send

@@ -1,0 +1,111 @@
+"""``AutoLockRenewer``: keeps message locks alive while their holder works (S6.5).
+
+As in azure-servicebus: ``register(receiver, message, max_lock_renewal_duration=...)``; a
+background thread renews each lock shortly before it expires, until the message is
+settled, the renewal duration is over, or a renewal fails (then ``on_lock_renew_failure``
+is called with the message and the error). A renewal is a Delta commit, so it starts well
+before the lock's end: when less than ``RENEW_AHEAD`` (or half the lock) is left.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from types import TracebackType
+from typing import Any
+
+from sbqueue.client.message import ServiceBusReceivedMessage
+from sbqueue.client.receiver import ServiceBusReceiver
+from sbqueue.exceptions import InvalidOperationError
+
+__all__ = ["AutoLockRenewer"]
+
+RENEW_AHEAD = timedelta(seconds=10)
+_TICK = 0.25
+
+FailureCallback = Callable[[ServiceBusReceivedMessage, Exception | None], None]
+
+
+@dataclass
+class _Entry:
+    receiver: ServiceBusReceiver
+    message: ServiceBusReceivedMessage
+    until: float  # monotonic time after which renewal stops
+    on_failure: FailureCallback | None
+    ahead: timedelta
+
+
+class AutoLockRenewer:
+    """Renews the locks of registered messages from one background thread."""
+
+    def __init__(self, max_lock_renewal_duration: float = 300,
+                 on_lock_renew_failure: FailureCallback | None = None, **_: Any) -> None:
+        self._duration = max_lock_renewal_duration
+        self._on_failure = on_lock_renew_failure
+        self._entries: list[_Entry] = []
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def register(self, receiver: ServiceBusReceiver, renewable: ServiceBusReceivedMessage,
+                 max_lock_renewal_duration: float | None = None,
+                 on_lock_renew_failure: FailureCallback | None = None) -> None:
+        """Keep ``renewable``'s lock alive for up to ``max_lock_renewal_duration`` seconds."""
+        if not isinstance(renewable, ServiceBusReceivedMessage) or renewable.lock_token is None:
+            raise InvalidOperationError(
+                "AutoLockRenewer.register takes a message received in peek-lock mode")
+        if self._stop.is_set():
+            raise InvalidOperationError("this AutoLockRenewer is closed")
+        duration = self._duration if max_lock_renewal_duration is None else (
+            max_lock_renewal_duration)
+        lock = receiver.lock_duration
+        entry = _Entry(receiver, renewable, time.monotonic() + duration,
+                       on_lock_renew_failure or self._on_failure, min(RENEW_AHEAD, lock / 2))
+        with self._guard:
+            self._entries.append(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sbqueue-lock-renewer",
+                                                daemon=True)
+                self._thread.start()
+
+    def _due(self, entry: _Entry) -> bool:
+        left = (entry.message.locked_until_utc or datetime.min.replace(tzinfo=timezone.utc)
+                ) - datetime.now(timezone.utc)
+        return left <= entry.ahead
+
+    def _run(self) -> None:
+        while not self._stop.wait(_TICK):
+            with self._guard:
+                entries = list(self._entries)
+            for entry in entries:
+                if entry.message.settled or time.monotonic() >= entry.until:
+                    self._drop(entry)
+                elif self._due(entry):
+                    try:
+                        entry.receiver.renew_message_lock(entry.message)
+                    except Exception as exc:  # reported to the caller's callback
+                        self._drop(entry)
+                        if entry.on_failure is not None and not entry.message.settled:
+                            entry.on_failure(entry.message, exc)
+
+    def _drop(self, entry: _Entry) -> None:
+        with self._guard:
+            if entry in self._entries:
+                self._entries.remove(entry)
+
+    def close(self, wait: bool = True) -> None:
+        """Stop renewing; with ``wait``, until a renewal under way has finished."""
+        self._stop.set()
+        thread = self._thread
+        if wait and thread is not None:
+            thread.join()
+
+    def __enter__(self) -> AutoLockRenewer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()

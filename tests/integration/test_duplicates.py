@@ -1,0 +1,71 @@
+"""Duplicate detection through the client and DataFrames (S11.1-S11.4, S3.1)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def dd(admin, spark, namespace_root):
+    admin.create_queue("dd", enable_partitioning=True, requires_duplicate_detection=True,
+                       duplicate_detection_history_time_window="PT20S")
+    client = ServiceBusClient(namespace_root, spark=spark)
+    return client, Namespace(namespace_root, spark).entity("dd")
+
+
+def _ids(entity) -> list[str]:
+    return sorted(r.message_id for r in entity.messages().select("message_id").collect())
+
+
+def test_s11_2_duplicates_in_a_batch_across_sends_and_after_completion(dd, spark) -> None:
+    client, entity = dd
+    with client.get_queue_sender("dd") as sender:
+        sender.send_messages([ServiceBusMessage(b, message_id=i)
+                              for b, i in (("1", "a"), ("2", "a"), ("3", "b"))])
+        assert _ids(entity) == ["a", "b"]  # S11.2 within one batch; visible at once
+        sender.send_messages(ServiceBusMessage("4", message_id="a"))  # succeeds, dropped
+        entity.send_dataframe(spark.createDataFrame([("5", "b")], "body string, message_id string"))
+        assert _ids(entity) == ["a", "b"]
+        rows = entity.messages().select("sequence_number", "body").collect()
+        assert sorted(r.body for r in rows) == [b"1", b"3"]  # the first copies
+        for r in rows:  # S3.1: duplicates take no number
+            assert r.sequence_number & 0xFFFF_FFFF_FFFF == 1
+        with client.get_queue_receiver("dd", max_wait_time=5) as receiver:
+            got = receiver.receive_messages(10)
+            assert sorted(str(m) for m in got) == ["1", "3"]
+            for m in got:
+                receiver.complete_message(m)
+            sender.send_messages(ServiceBusMessage("6", message_id="a"))  # after completion
+            assert receiver.receive_messages(10, max_wait_time=1) == []
+
+
+def test_s11_3_s11_4_scheduled_and_immediate_and_mixed_keys(dd) -> None:
+    client, entity = dd
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with client.get_queue_sender("dd") as sender:
+        sender.schedule_messages(ServiceBusMessage("s", message_id="c"), later)
+        sender.send_messages(ServiceBusMessage("now", message_id="c"))  # S11.3: dropped
+        assert [r.state for r in entity.messages().collect()] == ["Scheduled"]
+        # S11.4 [decided]: a batch with mixed keys is accepted on a partitioned entity
+        sender.send_messages([ServiceBusMessage("k", message_id=f"m{i}", partition_key=f"k{i}")
+                              for i in range(4)])
+        assert _ids(entity) == ["c", "m0", "m1", "m2", "m3"]
+
+
+def test_s11_1_a_copy_after_the_window_is_accepted(dd) -> None:
+    client, entity = dd
+    with client.get_queue_sender("dd") as sender:
+        sender.send_messages(ServiceBusMessage("first", message_id="w"))
+        time.sleep(21)
+        sender.send_messages(ServiceBusMessage("second", message_id="w"))
+    assert _ids(entity) == ["w", "w"]
+    with client.get_queue_receiver("dd", max_wait_time=5) as receiver:
+        got = receiver.receive_messages(10)
+        assert sorted(str(m) for m in got) == ["first", "second"]
