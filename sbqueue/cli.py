@@ -88,7 +88,7 @@ def queue_create(namespace: str, name: str, properties: tuple[str, ...]) -> None
 def queue_list(namespace: str) -> None:
     """List the queues of the namespace."""
     table = Table("name", "partitions", "sessions", "duplicate detection", "status")
-    for q in admin_client(namespace).list_queues():
+    for q in admin_client(namespace, spark=False).list_queues():
         table.add_row(q.name, str(q.partition_count), str(q.requires_session),
                       str(q.requires_duplicate_detection), q.status.value)
     console.print(table)
@@ -97,11 +97,14 @@ def queue_list(namespace: str) -> None:
 @queue.command("show")
 @namespace_option
 @click.argument("name")
-def queue_show(namespace: str, name: str) -> None:
-    """Show a queue's properties and runtime counts."""
-    admin = admin_client(namespace)
-    print_properties({**admin.get_queue(name).to_json(),
-                       **vars(admin.get_queue_runtime_properties(name))})
+@click.option("--runtime", is_flag=True, help="Add the runtime counts (starts Spark).")
+def queue_show(namespace: str, name: str, runtime: bool) -> None:
+    """Show a queue's properties (and, with --runtime, its message counts)."""
+    admin = admin_client(namespace, spark=runtime)
+    shown = admin.get_queue(name).to_json()
+    if runtime:
+        shown.update(vars(admin.get_queue_runtime_properties(name)))
+    print_properties(shown)
 
 
 @queue.command("delete")
@@ -132,7 +135,7 @@ def topic_create(namespace: str, name: str, properties: tuple[str, ...]) -> None
 @namespace_option
 def topic_list(namespace: str) -> None:
     """List the topics of the namespace."""
-    admin = admin_client(namespace)
+    admin = admin_client(namespace, spark=False)
     table = Table("name", "partitions", "subscriptions", "duplicate detection", "status")
     for t in admin.list_topics():
         table.add_row(t.name, str(t.partition_count), str(len(admin.list_subscriptions(t.name))),
@@ -145,7 +148,7 @@ def topic_list(namespace: str) -> None:
 @click.argument("name")
 def topic_show(namespace: str, name: str) -> None:
     """Show a topic's properties."""
-    print_properties(admin_client(namespace).get_topic(name).to_json())
+    print_properties(admin_client(namespace, spark=False).get_topic(name).to_json())
 
 
 @topic.command("delete")
@@ -181,7 +184,7 @@ def subscription_create(namespace: str, topic_name: str, name: str,
 def subscription_list(namespace: str, topic_name: str) -> None:
     """List the subscriptions of TOPIC_NAME."""
     table = Table("name", "partitions", "sessions", "max deliveries", "forward to", "status")
-    for sub in admin_client(namespace).list_subscriptions(topic_name):
+    for sub in admin_client(namespace, spark=False).list_subscriptions(topic_name):
         table.add_row(sub.name, str(sub.partition_count), str(sub.requires_session),
                       str(sub.max_delivery_count), sub.forward_to or "", sub.status.value)
     console.print(table)
@@ -193,7 +196,8 @@ def subscription_list(namespace: str, topic_name: str) -> None:
 @click.argument("name")
 def subscription_show(namespace: str, topic_name: str, name: str) -> None:
     """Show a subscription's properties."""
-    print_properties(admin_client(namespace).get_subscription(topic_name, name).to_json())
+    print_properties(admin_client(namespace, spark=False).get_subscription(topic_name, name
+                                                                          ).to_json())
 
 
 @subscription.command("delete")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from sbqueue.cli_shared import console, namespace_option, parse_props
+from sbqueue.cli_shared import console, namespace_option, parse_props, quiet_session
 from sbqueue.core.durations import parse_duration
 
 __all__ = ["peek", "receive", "send"]
@@ -25,7 +25,7 @@ _FIELDS = ("message_id", "session_id", "partition_key", "correlation_id", "subje
 def _client(namespace: str) -> Any:
     from sbqueue.client import ServiceBusClient
 
-    return ServiceBusClient(namespace)
+    return ServiceBusClient(namespace, spark=quiet_session())
 
 
 def _message(spec: dict[str, Any]) -> Any:

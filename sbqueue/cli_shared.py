@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["admin_client", "console", "namespace_option", "parse_props", "print_properties"]
+__all__ = ["admin_client", "console", "namespace_option", "parse_props", "print_properties",
+           "quiet_session"]
 
 console = Console()
 
@@ -20,10 +22,38 @@ namespace_option = click.option(
 )
 
 
-def admin_client(namespace: str) -> Any:
+def quiet_session() -> Any:
+    """The SparkSession, started with the JVM's stdout and stderr on /dev/null: no Ivy
+    report or Spark log lines on the terminal. Errors still reach Python as exceptions
+    (and ``run`` prints them as one line)."""
+    from pyspark.sql import SparkSession
+
+    from sbqueue.spark import get_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        return get_session("sbqueue-cli")
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (null, *saved):
+            os.close(fd)
+
+
+def admin_client(namespace: str, spark: bool = True) -> Any:
+    """The administration client; ``spark=False`` for commands that only read definitions
+    (they answer without starting Spark)."""
     from sbqueue.management import ServiceBusAdministrationClient
 
-    return ServiceBusAdministrationClient(namespace)
+    return ServiceBusAdministrationClient(namespace, spark=quiet_session() if spark else None)
 
 
 def parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:

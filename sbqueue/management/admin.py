@@ -85,14 +85,22 @@ class ServiceBusAdministrationClient:
             self._namespace = Namespace(self._namespace_root, self._spark)
         return self._namespace
 
+    @property
+    def _definitions(self) -> Catalog:
+        """The catalog, for reading definitions: a local namespace is read without starting
+        Spark (so ``queue list`` answers at once)."""
+        if self._namespace is None and is_local(self._namespace_root):
+            root = normalize_root(self._namespace_root)
+            return Catalog(LocalDocumentStore(local_path(root)), root)
+        return self.namespace.catalog
+
     def _settings(self) -> NamespaceProperties:
         """The namespace's SKU and partitions, without creating a local namespace that does
         not exist yet (a refused create leaves no folder behind)."""
         if self._namespace is None and is_local(self._namespace_root):
-            root = normalize_root(self._namespace_root)
-            found = Catalog(LocalDocumentStore(local_path(root)), root).namespace()
-            return found or NamespaceProperties(name=root, sku=Sku.STANDARD,
-                                                messaging_partitions=1)
+            found = self._definitions.namespace()
+            return found or NamespaceProperties(name=normalize_root(self._namespace_root),
+                                                sku=Sku.STANDARD, messaging_partitions=1)
         return self.namespace.properties
 
     def get_namespace_properties(self) -> NamespaceProperties:
@@ -149,7 +157,7 @@ class ServiceBusAdministrationClient:
         return created
 
     def get_queue(self, queue_name: str, **_: Any) -> QueueProperties:
-        return self.namespace.catalog.get_queue(validate_entity_path(queue_name))
+        return self._definitions.get_queue(validate_entity_path(queue_name))
 
     def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any
                      ) -> QueueProperties:
@@ -161,7 +169,7 @@ class ServiceBusAdministrationClient:
         self.namespace.delete_storage("queue", validate_entity_path(name))
 
     def list_queues(self, **_: Any) -> list[QueueProperties]:
-        return self.namespace.catalog.list_queues()
+        return self._definitions.list_queues()
 
     def get_queue_runtime_properties(self, queue_name: str, **_: Any) -> QueueRuntimeProperties:
         entity = self.namespace.entity(validate_entity_path(queue_name))
@@ -192,7 +200,7 @@ class ServiceBusAdministrationClient:
         return created
 
     def get_topic(self, topic_name: str, **_: Any) -> TopicProperties:
-        found: TopicProperties = self.namespace.catalog.get(
+        found: TopicProperties = self._definitions.get(
             "topic", validate_entity_path(topic_name, "topic name"))
         return found
 
@@ -206,7 +214,7 @@ class ServiceBusAdministrationClient:
         self.namespace.delete_storage("topic", validate_entity_path(name, "topic name"))
 
     def list_topics(self, **_: Any) -> list[TopicProperties]:
-        topics: list[TopicProperties] = self.namespace.catalog.entities("topic")
+        topics: list[TopicProperties] = self._definitions.entities("topic")
         return topics
 
     # -- subscriptions ---------------------------------------------------------------------
@@ -223,7 +231,7 @@ class ServiceBusAdministrationClient:
 
     def get_subscription(self, topic_name: str, subscription_name: str, **_: Any
                          ) -> SubscriptionProperties:
-        found: SubscriptionProperties = self.namespace.catalog.get(
+        found: SubscriptionProperties = self._definitions.get(
             "subscription", validate_short_name(subscription_name),
             validate_entity_path(topic_name, "topic name"))
         return found
@@ -243,7 +251,7 @@ class ServiceBusAdministrationClient:
 
     def list_subscriptions(self, topic_name: str, **_: Any) -> list[SubscriptionProperties]:
         topic = self.get_topic(topic_name)
-        subs: list[SubscriptionProperties] = self.namespace.catalog.entities("subscription",
+        subs: list[SubscriptionProperties] = self._definitions.entities("subscription",
                                                                          topic=topic.name)
         return subs
 

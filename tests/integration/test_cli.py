@@ -20,7 +20,7 @@ def test_cli_queue_topic_and_subscription_commands(spark, namespace_root) -> Non
     assert "16 partition(s)" in result.output
     listed = runner.invoke(main, ["queue", "list", *ns])
     assert "orders" in listed.output
-    shown = runner.invoke(main, ["queue", "show", *ns, "ORDERS"])
+    shown = runner.invoke(main, ["queue", "show", *ns, "ORDERS", "--runtime"])
     assert "max_delivery_count" in shown.output and "total_message_count" in shown.output
     assert runner.invoke(main, ["topic", "create", *ns, "events"]).exit_code == 0
     sub = runner.invoke(main, ["subscription", "create", *ns, "events", "audit"])
@@ -59,3 +59,38 @@ def test_cli_send_peek_receive_and_stats(spark, namespace_root, tmp_path) -> Non
     assert got.exit_code == 0 and len(got.output.splitlines()) == 3, got.output
     stats = json.loads(runner.invoke(main, ["stats", *ns, "--json"]).output)
     assert stats["queue"] == "q" and stats["total"] == 0 and stats["partitions"] == {"0": 0}
+
+
+def _cli(args: list[str], env: dict[str, str]) -> object:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "sbqueue.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_cli_reading_definitions_needs_no_spark(spark, namespace_root) -> None:
+    """Issue 6: queue list / show answer without starting Spark (here: without Java)."""
+    import os
+
+    CliRunner().invoke(main, ["queue", "create", "--namespace", namespace_root, "orders"])
+    env = {**os.environ, "JAVA_HOME": "/nonexistent", "PATH": "/usr/bin:/bin"}
+    listed = _cli(["queue", "list", "--namespace", namespace_root], env)
+    assert listed.returncode == 0 and "orders" in listed.stdout, listed.stderr  # type: ignore[attr-defined]
+    shown = _cli(["queue", "show", "--namespace", namespace_root, "orders"], env)
+    assert "lock_duration" in shown.stdout  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_cli_is_quiet_when_it_starts_spark(namespace_root) -> None:
+    """Issue 6: no Ivy report or Spark log lines on the terminal."""
+    import os
+
+    env = dict(os.environ)
+    created = _cli(["queue", "create", "--namespace", namespace_root, "q"], env)
+    sent = _cli(["send", "--namespace", namespace_root, "q", "hello"], env)
+    for result in (created, sent):
+        out = result.stdout + result.stderr  # type: ignore[attr-defined]
+        assert result.returncode == 0, out  # type: ignore[attr-defined]
+        assert ":: loading settings" not in out and "log level" not in out, out
+    assert "sent 1" in sent.stdout  # type: ignore[attr-defined]
