@@ -19,6 +19,7 @@ from sbqueue.cli_shared import (
     namespace_option,
     parse_props,
     print_properties,
+    quiet_session,
 )
 from sbqueue.exceptions import ServiceBusError
 
@@ -37,6 +38,7 @@ def demo(namespace: str, messages: int, batch: int) -> None:
     from sbqueue.demo import run_demo
 
     console.print(f"[bold]sbqueue demo[/] on namespace [cyan]{namespace}[/]")
+    quiet_session()
     report = run_demo(namespace, messages=messages, batch=batch)
     table = Table(title=f"queue {report.queue}: messages per partition")
     table.add_column("partition", justify="right")
@@ -56,6 +58,9 @@ def demo(namespace: str, messages: int, batch: int) -> None:
         f"sent {report.sent}, received {report.received} in {report.batches} batches, "
         f"completed {report.completed}; left in queue: {report.remaining}"
     )
+    console.print(f"[bold]client tour[/] on queue {report.queue}-support:")
+    for step in report.client_steps:
+        console.print(f"  - {step}")
     if report.completed != report.sent or report.remaining.get("total", 0) != 0:
         raise SystemExit("demo: not every message was received and completed")
 

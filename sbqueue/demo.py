@@ -1,4 +1,5 @@
-"""The demo job: a partitioned queue, a few thousand messages through the storage layer.
+"""The demo job: a partitioned queue, a few thousand messages through DataFrames, then a
+tour of the client on a small queue.
 
 Used by ``sbqueue demo`` and ``jobs/demo.py``; it grows as features land.
 """
@@ -7,11 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
+from sbqueue.client import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbqueue.engine import Namespace
 from sbqueue.management import ServiceBusAdministrationClient
 
-__all__ = ["DemoReport", "run_demo"]
+__all__ = ["DemoReport", "client_tour", "run_demo"]
 
 
 @dataclass
@@ -26,6 +29,7 @@ class DemoReport:
     per_partition_received: dict[int, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     remaining: dict[str, int] = field(default_factory=dict)
+    client_steps: list[str] = field(default_factory=list)
 
 
 def run_demo(namespace: str, messages: int = 3000, batch: int = 1000,
@@ -78,5 +82,49 @@ def run_demo(namespace: str, messages: int = 3000, batch: int = 1000,
     report.timings["receive_s"] = receive_s
     report.timings["complete_s"] = complete_s
     report.remaining = entity.counts()
+    start = time.perf_counter()
+    report.client_steps = client_tour(admin, f"{queue}-support")
+    report.timings["client_tour_s"] = time.perf_counter() - start
     report.timings["total_s"] = time.perf_counter() - clock
     return report
+
+
+def client_tour(admin: ServiceBusAdministrationClient, queue: str) -> list[str]:
+    """The azure-servicebus-shaped client on a small queue: send, schedule and cancel,
+    receive, complete, defer and fetch back, dead-letter and read the dead-letter queue."""
+    ns = admin.namespace
+    if ns.catalog.queue_exists(queue):
+        admin.delete_queue(queue)
+    admin.create_queue(queue, max_delivery_count=3)
+    steps: list[str] = []
+    client = ServiceBusClient(ns.root, spark=ns.spark)
+    with client.get_queue_sender(queue) as sender:
+        sender.send_messages([ServiceBusMessage(text, application_properties={"n": i})
+                              for i, text in enumerate(("refund", "question", "spam"))])
+        steps.append("sent 3 messages in one batch")
+        later = datetime.now(timezone.utc) + timedelta(days=1)
+        [seq] = sender.schedule_messages(ServiceBusMessage("follow-up"), later)
+        steps.append(f"scheduled 'follow-up' for {later:%Y-%m-%d %H:%M} UTC as #{seq}")
+        sender.cancel_scheduled_messages(seq)
+        steps.append(f"cancelled #{seq}")
+    with client.get_queue_receiver(queue, max_wait_time=10) as receiver:
+        got = {str(m): m for m in receiver.receive_messages(max_message_count=3)}
+        for text, message in sorted(got.items()):
+            if text == "refund":
+                receiver.complete_message(message)
+                steps.append(f"completed '{text}' (#{message.sequence_number})")
+            elif text == "question":
+                receiver.defer_message(message)
+                [back] = receiver.receive_deferred_messages(message.sequence_number)
+                receiver.complete_message(back)
+                steps.append(f"deferred '{text}', fetched it back by number and completed it")
+            else:
+                receiver.dead_letter_message(message, reason="spam",
+                                             error_description="flagged by the demo")
+                steps.append(f"dead-lettered '{text}' with reason 'spam'")
+    with client.get_queue_receiver(queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                   max_wait_time=10) as dlq:
+        for message in dlq.receive_messages(max_message_count=10):
+            steps.append(f"dead-letter queue: '{message}' ({message.dead_letter_reason})")
+            dlq.complete_message(message)
+    return steps

@@ -196,6 +196,7 @@ def test_s8_4_schedule_cancel_and_past_times(admin, client) -> None:
         with client.get_queue_receiver(q) as receiver:
             peeked = {m.sequence_number: m for m in receiver.peek_messages(10)}
             assert {peeked[s].state for s in seqs} == {ServiceBusMessageState.SCHEDULED}
+            assert peeked[seqs[0]].expires_at_utc is None
             sender.cancel_scheduled_messages(seqs[:2])  # not yet passed by the cursor
             with pytest.raises(MessageNotFoundError):
                 sender.cancel_scheduled_messages(seqs[0])  # cancelled already
@@ -207,6 +208,19 @@ def test_s8_4_schedule_cancel_and_past_times(admin, client) -> None:
             sender.cancel_scheduled_messages(seqs[2])  # now passed: a ledger row
         with client.get_queue_receiver(q) as receiver:
             assert receiver.peek_messages(10) == []
+
+
+def test_s8_4_time_to_live_of_a_scheduled_message_counts_from_activation(admin, client
+                                                                        ) -> None:
+    q = _queue(admin)
+    later = datetime.now(timezone.utc) + timedelta(hours=2)
+    with client.get_queue_sender(q) as sender:
+        sender.schedule_messages(ServiceBusMessage("x", time_to_live=timedelta(minutes=1)),
+                                 later)
+    with client.get_queue_receiver(q) as receiver:
+        [peeked] = receiver.peek_messages()
+        assert peeked.expires_at_utc == later.replace(microsecond=later.microsecond // 1000
+                                                      * 1000) + timedelta(minutes=1)
 
 
 def test_s9_peek_locks_nothing_and_continues(admin, client) -> None:

@@ -18,5 +18,9 @@ def test_demo_moves_every_message_through_the_storage_layer(spark, namespace_roo
                                              report.per_partition_sent.items() if n}
     assert report.remaining["total"] == 0
     assert {"send_s", "receive_s", "complete_s"} <= set(report.timings)
+    steps = "\n".join(report.client_steps)  # the client tour (issue 6)
+    for expected in ("sent 3", "cancelled", "completed 'refund'", "fetched it back",
+                     "dead-letter queue: 'spam' (spam)"):
+        assert expected in steps, steps
     again = run_demo(namespace_root, messages=50, batch=50)  # rerun on the same namespace
     assert again.completed == 50
