@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -370,26 +371,32 @@ class Entity:
         return view.orderBy("enqueued_time_utc", "sequence_number").limit(max_messages)
 
     def counts(self) -> dict[str, int]:
-        """Message counts by kind, summed over partitions (S16.2)."""
-        rows = self.messages().groupBy("sub_queue", "state").count().collect()
+        """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2);
+        one query."""
+        rows = self.messages().groupBy("sub_queue", "state").agg(
+            F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
         counts = {"active": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0,
                   "transfer": 0}
         for row in rows:
             if row["sub_queue"] == "DeadLetter":
-                counts["dead_letter"] += row["count"]
+                counts["dead_letter"] += row["n"]
             elif row["sub_queue"] == "TransferDeadLetter":
-                counts["transfer_dead_letter"] += row["count"]
+                counts["transfer_dead_letter"] += row["n"]
             elif row["state"] == "Scheduled":
-                counts["scheduled"] += row["count"]
+                counts["scheduled"] += row["n"]
             else:
-                counts["active"] += row["count"]
+                counts["active"] += row["n"]
         counts["total"] = sum(counts.values())
+        counts["size_in_bytes"] = sum(int(r["bytes"] or 0) for r in rows)
         return counts
 
-    def size_in_bytes(self) -> int:
-        """Bytes of the messages still in the entity (S16.2)."""
-        total = self.messages().agg(F.sum("size_in_bytes")).first()
-        return int(total[0] or 0) if total else 0
+    def accessed_at(self) -> datetime | None:
+        """When a message was last sent, received or settled: the newest commit of the
+        inbox and the ledger (read from the Delta log, no data file)."""
+        times = [DeltaTable.forPath(self.spark, path).history(1).select("timestamp").first()
+                 for path in (self.inbox_path, self.ledger_path)]
+        found = [t[0] for t in times if t is not None and t[0] is not None]
+        return max(found).astimezone(timezone.utc) if found else None
 
     def partition_counts(self) -> dict[int, int]:
         """Messages per partition (all states and sub-queues)."""

@@ -182,10 +182,10 @@ class ServiceBusAdministrationClient:
             transfer_message_count=counts["transfer"],
             transfer_dead_letter_message_count=counts["transfer_dead_letter"],
             total_message_count=counts["total"],
-            size_in_bytes=entity.size_in_bytes(),
+            size_in_bytes=counts["size_in_bytes"],
             created_at_utc=entity.props.created_at_utc,
             updated_at_utc=entity.props.updated_at_utc,
-            accessed_at_utc=entity.props.updated_at_utc,
+            accessed_at_utc=entity.accessed_at() or entity.props.updated_at_utc,
             availability_status=EntityAvailabilityStatus.AVAILABLE,
         )
 
