@@ -295,3 +295,19 @@ def test_s6_5_auto_lock_renewer_keeps_a_lock_alive(admin, client) -> None:
         time.sleep(15)  # longer than the lock
         assert got.locked_until_utc > first and not failures
         receiver.complete_message(got)
+
+
+def test_s16_2_runtime_properties_after_client_traffic(admin, client) -> None:
+    q = _queue(admin, enable_partitioning=True)
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage("a" * 100), ServiceBusMessage("b" * 100)])
+        sender.schedule_messages(ServiceBusMessage("c" * 100), later)
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        got = receiver.receive_messages(1)
+        receiver.dead_letter_message(got[0])
+    runtime = admin.get_queue_runtime_properties(q)
+    assert (runtime.active_message_count, runtime.dead_letter_message_count,
+            runtime.scheduled_message_count, runtime.total_message_count) == (1, 1, 1, 3)
+    assert runtime.size_in_bytes >= 300
+    assert runtime.accessed_at_utc > runtime.created_at_utc
