@@ -142,14 +142,18 @@ class ServiceBusReceiver:
         if message.lock_token is None:
             raise InvalidOperationError(
                 f"message {message.sequence_number} was peeked, not received under a lock")
-        result = self._entity.settle([(message.sequence_number, message.lock_token)], kind,
-                                     reason, description)
         now = datetime.now(timezone.utc)
         expired = message.locked_until_utc is not None and message.locked_until_utc <= now
-        if result.lock_lost or (result.already_settled and expired):
+        if expired:  # as the SDK does: the holder was told the lock ends then (S6.6)
             raise MessageLockLostError(
                 f"the lock on message {message.sequence_number} expired at "
-                f"{message.locked_until_utc} or was taken by another receiver (S6.6)")
+                f"{message.locked_until_utc} (S6.6)")
+        result = self._entity.settle([(message.sequence_number, message.lock_token)], kind,
+                                     reason, description)
+        if result.lock_lost:
+            raise MessageLockLostError(
+                f"the lock on message {message.sequence_number} is no longer valid: it "
+                "expired or another receiver holds the message now (S6.6)")
         if result.already_settled:
             message.settled = True
             raise MessageAlreadySettled(

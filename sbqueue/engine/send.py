@@ -239,8 +239,8 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
     cols["enqueued_time_utc"] = now
     # S8.1, S8.4: the time to live counts from activation (now, or a future schedule).
     active_from = F.greatest(now, F.coalesce(cols["scheduled_enqueue_time_utc"], now))
-    cols["expires_at_utc"] = F.when(ttl_ms.isNotNull(), F.timestamp_millis(
-        F.unix_millis(active_from) + F.greatest(ttl_ms, F.lit(1000))))
+    cols["expires_at_utc"] = F.when(ttl_ms.isNotNull(), F.timestamp_micros(
+        F.unix_micros(active_from) + F.greatest(ttl_ms, F.lit(1000)) * 1000))
     cols["enqueued_sequence_number"] = F.lit(0).cast("long")
     cols["hop_count"] = F.lit(0)
     key = to_column(key_expr(props.requires_duplicate_detection))  # S4.1, over ``typed``
