@@ -70,7 +70,7 @@ class ServiceBusSender:
                 f"{len(messages)} messages of {total} bytes in all exceed the batch limit of "
                 f"{self._batch_bytes} bytes; send them in several batches (S2.4)")
         df = to_dataframe(self._entity.spark, messages)
-        return self._entity.send_dataframe(df).send_id
+        return self._entity.send_dataframe(df, incoming_bytes=total).send_id
 
     def send_messages(self, message: SendInput, *, timeout: float | None = None,
                       **_: Any) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "PREMIUM_BATCH_BYTES",
     "STANDARD_MESSAGE_BYTES",
     "batch_limit",
+    "entity_limit",
     "message_limit",
     "message_size",
 ]
@@ -54,3 +55,10 @@ def message_size(body: bytes, strings: Iterable[str | None],
         header += len(json.dumps(application_properties, separators=(",", ":"),
                                  default=_json_default).encode("utf-8"))
     return len(body) + header
+
+
+def entity_limit(max_size_in_megabytes: int, partition_count: int) -> int:
+    """Bytes an entity may hold (S1.6): its maximum size, 16 times that when it is a
+    partitioned entity of a Standard namespace (16 partitions)."""
+    factor = 16 if partition_count == 16 else 1
+    return max_size_in_megabytes * 1024 * 1024 * factor

@@ -22,6 +22,7 @@ from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
 from sbqueue.core.properties import EntityStatus, QueueProperties
 from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sizes import entity_limit
 from sbqueue.core.transitions import (
     Lane,
     ReceiveContext,
@@ -47,6 +48,7 @@ from sbqueue.exceptions import (
     InvalidOperationError,
     MessageNotFoundError,
     MessagingEntityDisabledError,
+    ServiceBusQuotaExceededError,
 )
 from sbqueue.store.delta import RETRYABLE, latest_version, retry_conflicts
 
@@ -59,6 +61,7 @@ SETTLE_KINDS = ("complete", "abandon", "defer", "dead_letter", "renew")
 PARTITION_BATCH = 256  # the least a receive asks of each partition it takes
 RECEIVE_ATTEMPTS = 4  # conflicts or empty partitions: then it returns what it has
 LEASE_WAIT_SECONDS = 10.0  # how long a receive waits for this process's threads to free one
+QUOTA_SECONDS = 30.0  # how long a read entity size is trusted (S1.6)
 
 
 class SubQueue:
@@ -86,6 +89,7 @@ class Entity:
         self.ledger_path = namespace.catalog.data_path(props.entity_id, "ledger")
         self.partitions = props.partition_count
         self.board = board_for(self.ledger_path, self.partitions)
+        self._held: tuple[int, float] = (0, -math.inf)  # bytes held, when read (S1.6)
 
     @property
     def name(self) -> str:
@@ -110,14 +114,35 @@ class Entity:
                 f"{self.path} is {self.props.status.value}: {operation} refused (S16.1)")
 
     # -- send ------------------------------------------------------------------------------
-    def send_dataframe(self, df: DataFrame, round_robin_start: int = 0) -> SendResult:
-        """Append ``df`` (``body`` plus any message column of S2.1) in one commit."""
+    def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
+                       incoming_bytes: int = 0) -> SendResult:
+        """Append ``df`` (``body`` plus any message column of S2.1) in one commit.
+        ``incoming_bytes``: the send's size when the caller knows it (the client), for the
+        size quota (S1.6)."""
         if self.sub_queue:
             raise InvalidOperationError(
                 f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
                 "dead-letter queue (S7.2)")
         self.check_status("send")
-        return send_dataframe(df, self.props, self.inbox_path, round_robin_start)
+        self._check_quota(incoming_bytes)
+        result = send_dataframe(df, self.props, self.inbox_path, round_robin_start)
+        self._held = (self._held[0] + result.size_in_bytes, self._held[1])
+        return result
+
+    def _check_quota(self, incoming_bytes: int) -> None:
+        """S1.6: refuse a send once the entity holds its maximum size. The size is the SQL
+        view's sum, read at most every QUOTA_SECONDS per entity object and advanced by this
+        object's own sends in between (decision 006)."""
+        limit = entity_limit(self.props.max_size_in_megabytes, self.partitions)
+        held, at = self._held
+        if time.monotonic() - at > QUOTA_SECONDS:
+            held, at = self.counts()["size_in_bytes"], time.monotonic()
+            self._held = (held, at)
+        if held + incoming_bytes > limit:
+            raise ServiceBusQuotaExceededError(
+                f"{self.path} holds {held} bytes; with {incoming_bytes} more it would exceed "
+                f"its maximum size of {limit} bytes (max_size_in_megabytes="
+                f"{self.props.max_size_in_megabytes}, S1.6)")
 
     # -- receive ---------------------------------------------------------------------------
     def _context(self, peek_lock: bool) -> ReceiveContext:

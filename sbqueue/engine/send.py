@@ -49,10 +49,11 @@ _MARK = "sbqueue-invalid "
 
 @dataclass(frozen=True)
 class SendResult:
-    """What a send stored: the message count and the commit it made."""
+    """What a send stored: the message count, their bytes and the commit it made."""
 
     count: int
     send_id: str
+    size_in_bytes: int = 0
 
 
 def _type_problem(name: str, kind: DataType) -> str | None:
@@ -271,7 +272,8 @@ def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
     counted = Observation(f"send-{send_id}")
     rows = prepare_send(df, props, round_robin_start).withColumn("send_id", F.lit(send_id))
     try:
-        append(rows.observe(counted, F.count(F.lit(1)).alias("rows")), inbox_path)
+        append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
+                            F.sum("size_in_bytes").alias("bytes")), inbox_path)
     except Exception as exc:
         text = str(exc)
         if _MARK not in text:
@@ -280,7 +282,9 @@ def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
         if detail.startswith("MessageSizeExceeded: "):
             raise MessageSizeExceededError(detail.split(": ", 1)[1]) from None
         raise InvalidOperationError(detail) from None
-    return SendResult(count=int(counted.get.get("rows", 0)), send_id=send_id)
+    observed = counted.get
+    return SendResult(count=int(observed.get("rows", 0)), send_id=send_id,
+                      size_in_bytes=int(observed.get("bytes") or 0))
 
 
 def _route_udf(partitions: int) -> Callable[[Column], Column]:

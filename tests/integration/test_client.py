@@ -329,3 +329,20 @@ def test_s8_1_s8_2_expired_messages_are_never_delivered(admin, client) -> None:
         assert got.dead_letter_reason == "TTLExpiredException"  # S7.3
         dlq.complete_message(got)
     assert admin.get_queue_runtime_properties(dropped).total_message_count == 0
+
+
+def test_s1_6_a_send_past_the_entity_size_is_refused(admin, client) -> None:
+    """The size read is 1 GB - 100 bytes (filling 1 GB here would take minutes): a 200-byte
+    send is refused and stores nothing, a 50-byte one fits."""
+    from sbqueue.core.sizes import entity_limit
+    from sbqueue.exceptions import ServiceBusQuotaExceededError
+
+    q = _queue(admin)
+    with client.get_queue_sender(q) as sender:
+        entity = sender._entity
+        entity._held = (entity_limit(1024, 1) - 100, time.monotonic())
+        with pytest.raises(ServiceBusQuotaExceededError, match=r"S1\.6"):
+            sender.send_messages(ServiceBusMessage(b"x" * 200))
+        sender.send_messages(ServiceBusMessage(b"x" * 50))
+    assert admin.get_queue_runtime_properties(q).total_message_count == 1
+    assert entity_limit(1024, 16) == 16 * 1024**3
