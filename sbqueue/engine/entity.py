@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -33,7 +32,7 @@ from sbqueue.core.transitions import (
     deferred_valid,
 )
 from sbqueue.engine.partitions import board_for
-from sbqueue.engine.reads import messages
+from sbqueue.engine.reads import count_messages, last_commit, messages
 from sbqueue.engine.receive import (
     Attempt,
     ReceiveResult,
@@ -396,32 +395,12 @@ class Entity:
         return view.orderBy("enqueued_time_utc", "sequence_number").limit(max_messages)
 
     def counts(self) -> dict[str, int]:
-        """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2);
-        one query."""
-        rows = self.messages().groupBy("sub_queue", "state").agg(
-            F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
-        counts = {"active": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0,
-                  "transfer": 0}
-        for row in rows:
-            if row["sub_queue"] == "DeadLetter":
-                counts["dead_letter"] += row["n"]
-            elif row["sub_queue"] == "TransferDeadLetter":
-                counts["transfer_dead_letter"] += row["n"]
-            elif row["state"] == "Scheduled":
-                counts["scheduled"] += row["n"]
-            else:
-                counts["active"] += row["n"]
-        counts["total"] = sum(counts.values())
-        counts["size_in_bytes"] = sum(int(r["bytes"] or 0) for r in rows)
-        return counts
+        """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2)."""
+        return count_messages(self.messages())
 
     def accessed_at(self) -> datetime | None:
-        """When a message was last sent, received or settled: the newest commit of the
-        inbox and the ledger (read from the Delta log, no data file)."""
-        times = [DeltaTable.forPath(self.spark, path).history(1).select("timestamp").first()
-                 for path in (self.inbox_path, self.ledger_path)]
-        found = [t[0] for t in times if t is not None and t[0] is not None]
-        return max(found).astimezone(timezone.utc) if found else None
+        """When a message was last sent, received or settled (S16.2)."""
+        return last_commit(self.spark, [self.inbox_path, self.ledger_path])
 
     def partition_counts(self) -> dict[int, int]:
         """Messages per partition (all states and sub-queues)."""

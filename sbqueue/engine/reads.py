@@ -9,16 +9,18 @@ final number as soon as its send returns, and nothing is committed to show it (S
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
+from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.schema import MESSAGE_FIELDS
 
-__all__ = ["MESSAGE_VIEW_COLUMNS", "messages", "messages_sql"]
+__all__ = ["MESSAGE_VIEW_COLUMNS", "count_messages", "last_commit", "messages", "messages_sql"]
 
 _FIELDS = [f.name for f in MESSAGE_FIELDS]
 MESSAGE_VIEW_COLUMNS = ["sequence_number", "partition_id", *_FIELDS, "state", "sub_queue",
@@ -97,3 +99,34 @@ def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = Fals
              dedupe: timedelta | None = None) -> DataFrame:
     """Every message of the entity, as its Spark SQL view shows it."""
     return spark.sql(messages_sql(inbox, ledger, internal, dedupe))
+
+
+def count_messages(view: DataFrame) -> dict[str, int]:
+    """Counts by kind (S16.2: ``active`` is Active and Deferred, locked or not) and the
+    bytes held, from an entity's messages; one query."""
+    rows = view.groupBy("sub_queue", "state").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
+    counts = {"active": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0,
+              "transfer": 0}
+    for row in rows:
+        if row["sub_queue"] == "DeadLetter":
+            counts["dead_letter"] += row["n"]
+        elif row["sub_queue"] == "TransferDeadLetter":
+            counts["transfer_dead_letter"] += row["n"]
+        elif row["state"] == "Scheduled":
+            counts["scheduled"] += row["n"]
+        else:
+            counts["active"] += row["n"]
+    counts["total"] = sum(counts.values())
+    counts["size_in_bytes"] = sum(int(r["bytes"] or 0) for r in rows)
+    return counts
+
+
+def last_commit(spark: SparkSession, paths: list[str]) -> datetime | None:
+    """The newest commit time of these tables, from their Delta logs (no data file)."""
+    found = []
+    for path in paths:
+        row = DeltaTable.forPath(spark, path).history(1).select("timestamp").first()
+        if row is not None and row[0] is not None:
+            found.append(row[0].astimezone(timezone.utc))
+    return max(found) if found else None

@@ -11,7 +11,12 @@ from sbqueue.core.properties import (
     SubscriptionProperties,
     TopicProperties,
 )
-from sbqueue.management.admin import QueueRuntimeProperties, ServiceBusAdministrationClient
+from sbqueue.management.admin import ServiceBusAdministrationClient
+from sbqueue.management.runtime import (
+    QueueRuntimeProperties,
+    SubscriptionRuntimeProperties,
+    TopicRuntimeProperties,
+)
 
 __all__ = [
     "EntityAvailabilityStatus",
@@ -22,5 +27,7 @@ __all__ = [
     "ServiceBusAdministrationClient",
     "Sku",
     "SubscriptionProperties",
+    "SubscriptionRuntimeProperties",
     "TopicProperties",
+    "TopicRuntimeProperties",
 ]

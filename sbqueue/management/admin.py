@@ -8,15 +8,12 @@ rather than defined as stubs.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.connection import parse_endpoint
 from sbqueue.core.names import name_key, validate_entity_path, validate_short_name
 from sbqueue.core.properties import (
-    EntityAvailabilityStatus,
     EntityDefinition,
     NamespaceProperties,
     QueueProperties,
@@ -28,32 +25,22 @@ from sbqueue.core.properties import (
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.namespace import Namespace, normalize_root
 from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
+from sbqueue.management.runtime import (
+    QueueRuntimeProperties,
+    SubscriptionRuntimeProperties,
+    TopicRuntimeProperties,
+    queue_runtime,
+    subscription_runtime,
+    topic_runtime,
+)
 from sbqueue.store.documents import LocalDocumentStore, is_local, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["QueueRuntimeProperties", "ServiceBusAdministrationClient", "parse_endpoint"]
+__all__ = ["ServiceBusAdministrationClient", "parse_endpoint"]
 
 D = TypeVar("D", bound=EntityDefinition)
-
-
-@dataclass(frozen=True)
-class QueueRuntimeProperties:
-    """Counts and times of a queue, summed over its partitions (S16.2)."""
-
-    name: str
-    active_message_count: int
-    dead_letter_message_count: int
-    scheduled_message_count: int
-    transfer_message_count: int
-    transfer_dead_letter_message_count: int
-    total_message_count: int
-    size_in_bytes: int
-    created_at_utc: datetime | None
-    updated_at_utc: datetime | None
-    accessed_at_utc: datetime | None
-    availability_status: EntityAvailabilityStatus
 
 
 class ServiceBusAdministrationClient:
@@ -172,22 +159,8 @@ class ServiceBusAdministrationClient:
         return self._definitions.list_queues()
 
     def get_queue_runtime_properties(self, queue_name: str, **_: Any) -> QueueRuntimeProperties:
-        entity = self.namespace.entity(validate_entity_path(queue_name))
-        counts = entity.counts()
-        return QueueRuntimeProperties(
-            name=entity.props.name,
-            active_message_count=counts["active"],
-            dead_letter_message_count=counts["dead_letter"],
-            scheduled_message_count=counts["scheduled"],
-            transfer_message_count=counts["transfer"],
-            transfer_dead_letter_message_count=counts["transfer_dead_letter"],
-            total_message_count=counts["total"],
-            size_in_bytes=counts["size_in_bytes"],
-            created_at_utc=entity.props.created_at_utc,
-            updated_at_utc=entity.props.updated_at_utc,
-            accessed_at_utc=entity.accessed_at() or entity.props.updated_at_utc,
-            availability_status=EntityAvailabilityStatus.AVAILABLE,
-        )
+        """Counts and times of a queue, summed over its partitions (S16.2)."""
+        return queue_runtime(self.namespace, self.get_queue(queue_name))
 
     def list_queues_runtime_properties(self, **_: Any) -> list[QueueRuntimeProperties]:
         return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]
@@ -254,6 +227,23 @@ class ServiceBusAdministrationClient:
         subs: list[SubscriptionProperties] = self._definitions.entities("subscription",
                                                                          topic=topic.name)
         return subs
+
+    def get_topic_runtime_properties(self, topic_name: str, **_: Any) -> TopicRuntimeProperties:
+        topic = self.get_topic(topic_name)
+        return topic_runtime(self.namespace, topic, self.list_subscriptions(topic.name))
+
+    def list_topics_runtime_properties(self, **_: Any) -> list[TopicRuntimeProperties]:
+        return [self.get_topic_runtime_properties(t.name) for t in self.list_topics()]
+
+    def get_subscription_runtime_properties(self, topic_name: str, subscription_name: str,
+                                            **_: Any) -> SubscriptionRuntimeProperties:
+        sub = self.get_subscription(topic_name, subscription_name)
+        return subscription_runtime(self.namespace, self.get_topic(topic_name), sub)
+
+    def list_subscriptions_runtime_properties(self, topic_name: str, **_: Any
+                                              ) -> list[SubscriptionRuntimeProperties]:
+        return [self.get_subscription_runtime_properties(topic_name, s.name)
+                for s in self.list_subscriptions(topic_name)]
 
     def _check_forwarding(self, props: EntityDefinition) -> None:
         """Forward targets must be an existing queue or topic, not the entity itself, and

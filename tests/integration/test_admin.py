@@ -176,3 +176,15 @@ def test_s13_1_subscriptions_forward_to_queues_or_topics(admin) -> None:
         admin.create_subscription("t", "bad", forward_to="nowhere")
     with pytest.raises(InvalidOperationError, match=r"S13\.1"):
         admin.create_subscription("t", "sess", requires_session=True, forward_to="q")
+
+
+def test_s16_2_topic_and_subscription_runtime_properties(admin) -> None:
+    admin.create_topic("events", enable_partitioning=True)
+    admin.create_subscription("events", "audit")
+    sub = admin.get_subscription_runtime_properties("events", "audit")
+    assert (sub.name, sub.topic_name, sub.total_message_count) == ("audit", "events", 0)
+    assert sub.accessed_at_utc >= sub.created_at_utc
+    topic = admin.get_topic_runtime_properties("events")
+    assert (topic.subscription_count, topic.size_in_bytes) == (1, 0)
+    assert [t.name for t in admin.list_topics_runtime_properties()] == ["events"]
+    assert len(admin.list_subscriptions_runtime_properties("events")) == 1

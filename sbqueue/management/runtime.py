@@ -1,0 +1,137 @@
+"""Runtime properties of queues, topics and subscriptions (SPEC S16.2), summed over
+partitions: counts and bytes from the entity's messages (one query), times from the Delta
+logs. Reads only: nothing here commits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sbqueue.core.properties import (
+    EntityAvailabilityStatus,
+    QueueProperties,
+    SubscriptionProperties,
+    TopicProperties,
+)
+from sbqueue.engine.reads import count_messages, last_commit, messages
+
+if TYPE_CHECKING:
+    from sbqueue.engine.namespace import Namespace
+
+__all__ = [
+    "QueueRuntimeProperties",
+    "SubscriptionRuntimeProperties",
+    "TopicRuntimeProperties",
+    "queue_runtime",
+    "subscription_runtime",
+    "topic_runtime",
+]
+
+
+@dataclass(frozen=True)
+class QueueRuntimeProperties:
+    """Counts and times of a queue, summed over its partitions (S16.2)."""
+
+    name: str
+    active_message_count: int
+    dead_letter_message_count: int
+    scheduled_message_count: int
+    transfer_message_count: int
+    transfer_dead_letter_message_count: int
+    total_message_count: int
+    size_in_bytes: int
+    created_at_utc: datetime | None
+    updated_at_utc: datetime | None
+    accessed_at_utc: datetime | None
+    availability_status: EntityAvailabilityStatus
+
+
+@dataclass(frozen=True)
+class SubscriptionRuntimeProperties:
+    """Counts and times of a subscription (S16.2)."""
+
+    name: str
+    topic_name: str
+    active_message_count: int
+    dead_letter_message_count: int
+    transfer_message_count: int
+    transfer_dead_letter_message_count: int
+    total_message_count: int
+    created_at_utc: datetime | None
+    updated_at_utc: datetime | None
+    accessed_at_utc: datetime | None
+
+
+@dataclass(frozen=True)
+class TopicRuntimeProperties:
+    """A topic's subscriptions and the bytes its subscriptions hold (S16.2)."""
+
+    name: str
+    subscription_count: int
+    scheduled_message_count: int
+    size_in_bytes: int
+    created_at_utc: datetime | None
+    updated_at_utc: datetime | None
+    accessed_at_utc: datetime | None
+    availability_status: EntityAvailabilityStatus
+
+
+def queue_runtime(ns: Namespace, queue: QueueProperties) -> QueueRuntimeProperties:
+    entity = ns.entity(queue.name)
+    counts = entity.counts()
+    return QueueRuntimeProperties(
+        name=queue.name,
+        active_message_count=counts["active"],
+        dead_letter_message_count=counts["dead_letter"],
+        scheduled_message_count=counts["scheduled"],
+        transfer_message_count=counts["transfer"],
+        transfer_dead_letter_message_count=counts["transfer_dead_letter"],
+        total_message_count=counts["total"],
+        size_in_bytes=counts["size_in_bytes"],
+        created_at_utc=queue.created_at_utc,
+        updated_at_utc=queue.updated_at_utc,
+        accessed_at_utc=entity.accessed_at() or queue.updated_at_utc,
+        availability_status=EntityAvailabilityStatus.AVAILABLE,
+    )
+
+
+def _subscription_tables(ns: Namespace, topic: TopicProperties,
+                         sub: SubscriptionProperties) -> tuple[str, str]:
+    """A subscription reads its topic's inbox through its own ledger."""
+    return (ns.catalog.data_path(topic.entity_id, "inbox"),
+            ns.catalog.data_path(sub.entity_id, "ledger"))
+
+
+def subscription_runtime(ns: Namespace, topic: TopicProperties, sub: SubscriptionProperties
+                         ) -> SubscriptionRuntimeProperties:
+    inbox, ledger = _subscription_tables(ns, topic, sub)
+    counts = count_messages(messages(ns.spark, inbox, ledger))
+    return SubscriptionRuntimeProperties(
+        name=sub.name, topic_name=topic.name,
+        active_message_count=counts["active"],
+        dead_letter_message_count=counts["dead_letter"],
+        transfer_message_count=counts["transfer"],
+        transfer_dead_letter_message_count=counts["transfer_dead_letter"],
+        total_message_count=counts["total"],
+        created_at_utc=sub.created_at_utc, updated_at_utc=sub.updated_at_utc,
+        accessed_at_utc=last_commit(ns.spark, [ledger]) or sub.updated_at_utc,
+    )
+
+
+def topic_runtime(ns: Namespace, topic: TopicProperties,
+                  subs: list[SubscriptionProperties]) -> TopicRuntimeProperties:
+    """Bytes summed over the subscriptions' copies; the topic's own scheduled messages (S8.5)
+    arrive with topic sends (issue 8), until then it holds none."""
+    inbox = ns.catalog.data_path(topic.entity_id, "inbox")
+    size = 0
+    for sub in subs:
+        _, ledger = _subscription_tables(ns, topic, sub)
+        size += count_messages(messages(ns.spark, inbox, ledger))["size_in_bytes"]
+    return TopicRuntimeProperties(
+        name=topic.name, subscription_count=len(subs), scheduled_message_count=0,
+        size_in_bytes=size, created_at_utc=topic.created_at_utc,
+        updated_at_utc=topic.updated_at_utc,
+        accessed_at_utc=last_commit(ns.spark, [inbox]) or topic.updated_at_utc,
+        availability_status=EntityAvailabilityStatus.AVAILABLE,
+    )
