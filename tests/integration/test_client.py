@@ -346,3 +346,15 @@ def test_s1_6_a_send_past_the_entity_size_is_refused(admin, client) -> None:
         sender.send_messages(ServiceBusMessage(b"x" * 50))
     assert admin.get_queue_runtime_properties(q).total_message_count == 1
     assert entity_limit(1024, 16) == 16 * 1024**3
+
+
+def test_s4_3_an_unkeyed_batch_is_spread_over_the_partitions(admin, client, spark,
+                                                             namespace_root) -> None:
+    q = _queue(admin, enable_partitioning=True)
+    with client.get_queue_sender(q) as sender:
+        batch = sender.create_message_batch()
+        for i in range(64):
+            batch.add_message(ServiceBusMessage(str(i)))
+        sender.send_messages(batch)
+    spread = Namespace(namespace_root, spark).entity(q).partition_counts()
+    assert sum(spread.values()) == 64 and sum(1 for n in spread.values() if n) >= 12
