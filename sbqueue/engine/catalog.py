@@ -42,6 +42,7 @@ MAX_SUBSCRIPTIONS = 2000
 _NAMESPACE_DOC = "_sbqueue/namespace.json"
 _ENTITIES = "_sbqueue/entities"  # queues and topics: one name space (S1.7)
 _SUBSCRIPTIONS = "_sbqueue/subscriptions"
+_AVAILABILITY = "_sbqueue/availability"  # fenced partitions per entity id (S14.2)
 _KINDS: dict[str, type[EntityDefinition]] = {
     "queue": QueueProperties, "topic": TopicProperties, "subscription": SubscriptionProperties,
 }
@@ -182,6 +183,21 @@ class Catalog:
             raise MessagingEntityNotFoundError(
                 f"{_describe(kind, name, topic)} does not exist in {self.root}")
         return props
+
+    # -- partition availability (S14.2) --------------------------------------------------
+    def fenced(self, entity_id: str) -> frozenset[int]:
+        """The partitions of an entity its administrator made unavailable."""
+        doc = self.documents.read(f"{_AVAILABILITY}/{entity_id}.json")
+        return frozenset(int(p) for p in (doc or {}).get("unavailable", []))
+
+    def set_fenced(self, entity_id: str, partition: int, fenced: bool) -> frozenset[int]:
+        """Fence or unfence one partition; the new set (read-modify-write under a lock)."""
+        name = f"{_AVAILABILITY}/{entity_id}.json"
+        with self.documents.lock(f"availability-{entity_id}"):
+            current = set(self.fenced(entity_id))
+            (current.add if fenced else current.discard)(partition)
+            self.documents.replace(name, {"unavailable": sorted(current)})
+        return frozenset(current)
 
     # Queue shorthands used by the engine.
     def get_queue(self, name: str) -> QueueProperties:

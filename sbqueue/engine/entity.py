@@ -47,6 +47,7 @@ from sbqueue.exceptions import (
     InvalidOperationError,
     MessageNotFoundError,
     MessagingEntityDisabledError,
+    PartitionUnavailableError,
     ServiceBusQuotaExceededError,
 )
 from sbqueue.store.delta import RETRYABLE, latest_version, retry_conflicts
@@ -89,6 +90,7 @@ class Entity:
         self.partitions = props.partition_count
         self.board = board_for(self.ledger_path, self.partitions)
         self._held: tuple[int, float] = (0, -math.inf)  # bytes held, when read (S1.6)
+        self.fenced: frozenset[int] = frozenset()  # unavailable partitions (S14.2)
 
     @property
     def name(self) -> str:
@@ -106,6 +108,7 @@ class Entity:
         a Disabled or ReceiveDisabled one. Reads the current definition (a status change
         by the administrator takes effect at once)."""
         self.props = self.namespace.catalog.get_queue(self.props.name)
+        self.fenced = self.namespace.catalog.fenced(self.props.entity_id)
         blocked = {"send": (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED),
                    "receive": (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED)}[operation]
         if self.props.status in blocked:
@@ -124,9 +127,18 @@ class Entity:
                 "dead-letter queue (S7.2)")
         self.check_status("send")
         self._check_quota(incoming_bytes)
-        result = send_dataframe(df, self.props, self.inbox_path, round_robin_start)
+        result = send_dataframe(df, self.props, self.inbox_path, round_robin_start,
+                                self.fenced)
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
         return result
+
+    def _require_available(self, partitions: list[int], operation: str) -> None:
+        """S14.2: an operation on an unavailable partition fails (checked after
+        ``check_status`` read the current fence)."""
+        down = sorted(set(partitions) & self.fenced)
+        if down:
+            raise PartitionUnavailableError(
+                f"{self.path}: partition(s) {down} are unavailable; {operation} refused (S14.2)")
 
     def _check_quota(self, incoming_bytes: int) -> None:
         """S1.6: refuse a send once the entity holds its maximum size. The size is the SQL
@@ -180,7 +192,7 @@ class Entity:
         if max_messages < 1:
             raise InvalidOperationError(f"max_messages is {max_messages}; at least 1 (S5.4)")
         self.check_status("receive")
-        tried: set[int] = set()
+        tried: set[int] = set(self.fenced)  # receives continue from the others (S14.2)
         attempts, deadline = 0, time.monotonic() + LEASE_WAIT_SECONDS
         while attempts < RECEIVE_ATTEMPTS:
             chosen = self.board.take(max_messages, exclude=tried)
@@ -220,6 +232,8 @@ class Entity:
     def receive_partitions(self, partitions: list[int], share: int, mode: str = "peek_lock",
                            total: int | None = None) -> DataFrame:
         """Receive from exactly these partitions, up to ``share`` from each; one commit."""
+        self.check_status("receive")
+        self._require_available(partitions, "receive")
         with self.board.hold(partitions):
             result = retry_conflicts(
                 lambda: self._attempt(partitions, share, total or share * len(partitions),
@@ -250,6 +264,7 @@ class Entity:
         self.check_status("receive")
         lanes = (Lane.MAIN, Lane.DEFERRED) if self.lane == Lane.MAIN else (self.lane,)
         partitions = sorted({seq >> COUNTER_BITS for seq, _ in locks})
+        self._require_available(partitions, kind)
 
         def attempt() -> SettleResult:
             now = utcnow()
@@ -295,6 +310,7 @@ class Entity:
         lane = Lane.DEFERRED if self.lane == Lane.MAIN else self.lane
         ctx = self._context(mode == "peek_lock")
         partitions = sorted({seq >> COUNTER_BITS for seq in sequence_numbers})
+        self._require_available(partitions, "receive deferred")
 
         def attempt() -> Applied:
             return apply_by_sequence(
@@ -332,6 +348,7 @@ class Entity:
             return
         self._pass_to(seqs)
         partitions = sorted({seq >> COUNTER_BITS for seq in seqs})
+        self._require_available(partitions, "cancel")
 
         def attempt() -> Applied:
             return apply_by_sequence(self.spark, self.ledger_path, [(s, None) for s in seqs],

@@ -35,7 +35,11 @@ from sbqueue.core.routing import key_expr, partitions_for
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, message_limit
 from sbqueue.engine.columns import to_column
 from sbqueue.engine.schema import INBOX_SCHEMA, MESSAGE_FIELDS, SEGMENT_SECONDS
-from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessageSizeExceededError,
+    PartitionUnavailableError,
+)
 from sbqueue.store.delta import append
 
 __all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
@@ -215,8 +219,30 @@ def _message_columns(df: DataFrame, props: QueueProperties) -> dict[str, Column]
     return cols
 
 
-def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int = 0) -> DataFrame:
-    """The inbox rows for ``df``: defaults, validation (raising in the job), expiry, routing."""
+def _partition(routed_key: Column, batch_index: Column, n: int, round_robin_start: int,
+               fenced: frozenset[int]) -> Column:
+    """The partition of each row (S4.2-S4.4): its key's, failing the job when that one is
+    unavailable; else spread over the available partitions. ``monotonically_increasing_id``
+    restarts in each Spark partition, so the spread hashes it rather than using it."""
+    available = [p for p in range(n) if p not in fenced]
+    if not available:
+        raise PartitionUnavailableError(
+            f"all {n} partitions are unavailable; nothing can be sent (S14.2)")
+    spread = F.pmod(F.xxhash64(batch_index, F.lit(round_robin_start)), F.lit(len(available)))
+    if fenced:
+        spread = F.element_at(F.array(*[F.lit(p) for p in available]), (spread + 1).cast("int"))
+        refused = F.raise_error(F.concat(
+            F.lit(f"{_MARK}PartitionUnavailable: a message keyed "), F.col("_key"),
+            F.lit(" routes to unavailable partition "), routed_key.cast("string"),
+            F.lit(" (S4.4)"))).cast("int")
+        routed_key = F.when(routed_key.isin(sorted(fenced)), refused).otherwise(routed_key)
+    return F.coalesce(routed_key, spread).cast("int")
+
+
+def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int = 0,
+                 fenced: frozenset[int] = frozenset()) -> DataFrame:
+    """The inbox rows for ``df``: defaults, validation (raising in the job), expiry, routing
+    around the ``fenced`` partitions."""
     _check_columns(df)
     # Two steps: the message fields first (a generated message id is drawn once there),
     # then the checks and stamps over those columns. In one step the generated id and the
@@ -254,10 +280,8 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
     # a key.
     routed_key = _route_udf(n)(F.col("_key")) if keyed else F.lit(None).cast("int")
     return routed.select(
-        # Unkeyed rows (S4.3): monotonically_increasing_id restarts in each Spark partition,
-        # so spread by a hash of it rather than by the id itself.
-        F.coalesce(routed_key, F.pmod(F.xxhash64(F.col("batch_index"), F.lit(round_robin_start)),
-                                      F.lit(n))).cast("int").alias("partition_id"),
+        _partition(routed_key, F.col("batch_index"), n, round_robin_start, fenced
+                   ).alias("partition_id"),
         F.floor(F.unix_seconds(now) / SEGMENT_SECONDS).cast("long").alias("segment"),
         F.lit("").alias("send_id"),
         "*",
@@ -266,11 +290,13 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
 
 
 def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
-                   round_robin_start: int = 0) -> SendResult:
+                   round_robin_start: int = 0, fenced: frozenset[int] = frozenset()
+                   ) -> SendResult:
     """Append ``df`` to the inbox in one commit; a bad row stores nothing."""
     send_id = uuid.uuid4().hex
     counted = Observation(f"send-{send_id}")
-    rows = prepare_send(df, props, round_robin_start).withColumn("send_id", F.lit(send_id))
+    rows = prepare_send(df, props, round_robin_start, fenced).withColumn("send_id",
+                                                                        F.lit(send_id))
     try:
         append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
                             F.sum("size_in_bytes").alias("bytes")), inbox_path)
@@ -281,6 +307,8 @@ def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
         detail = text.split(_MARK, 1)[1].split(" SQLSTATE")[0].split("\n")[0].strip()
         if detail.startswith("MessageSizeExceeded: "):
             raise MessageSizeExceededError(detail.split(": ", 1)[1]) from None
+        if detail.startswith("PartitionUnavailable: "):
+            raise PartitionUnavailableError(detail.split(": ", 1)[1]) from None
         raise InvalidOperationError(detail) from None
     observed = counted.get
     return SendResult(count=int(observed.get("rows", 0)), send_id=send_id,

@@ -228,6 +228,25 @@ class ServiceBusAdministrationClient:
                                                                          topic=topic.name)
         return subs
 
+    # -- partition availability (S14.2) ----------------------------------------------------
+    def set_partition_available(self, entity_path: str, partition_id: int, available: bool
+                                ) -> None:
+        """Fence (``available=False``) or release one partition of a queue or topic: keyed
+        sends to it fail with PartitionUnavailable, unkeyed sends and receives use the
+        others, and the entity's availability_status is Limited."""
+        props = self._entity_definition(entity_path)
+        if not isinstance(partition_id, int) or not 0 <= partition_id < props.partition_count:
+            raise InvalidOperationError(
+                f"partition {partition_id!r} of {entity_path!r}: it has partitions "
+                f"0..{props.partition_count - 1} (S14.2)")
+        self.namespace.catalog.set_fenced(props.entity_id, partition_id, not available)
+
+    def _entity_definition(self, entity_path: str) -> EntityDefinition:
+        name = validate_entity_path(entity_path)
+        if self._definitions.queue_exists(name):
+            return self.get_queue(name)
+        return self.get_topic(name)
+
     def get_topic_runtime_properties(self, topic_name: str, **_: Any) -> TopicRuntimeProperties:
         topic = self.get_topic(topic_name)
         return topic_runtime(self.namespace, topic, self.list_subscriptions(topic.name))

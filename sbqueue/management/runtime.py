@@ -77,6 +77,13 @@ class TopicRuntimeProperties:
     availability_status: EntityAvailabilityStatus
 
 
+def _availability(ns: Namespace, entity_id: str) -> EntityAvailabilityStatus:
+    """Limited while a partition is unavailable (S14.2), else Available."""
+    if ns.catalog.fenced(entity_id):
+        return EntityAvailabilityStatus.LIMITED
+    return EntityAvailabilityStatus.AVAILABLE
+
+
 def queue_runtime(ns: Namespace, queue: QueueProperties) -> QueueRuntimeProperties:
     entity = ns.entity(queue.name)
     counts = entity.counts()
@@ -92,7 +99,7 @@ def queue_runtime(ns: Namespace, queue: QueueProperties) -> QueueRuntimeProperti
         created_at_utc=queue.created_at_utc,
         updated_at_utc=queue.updated_at_utc,
         accessed_at_utc=entity.accessed_at() or queue.updated_at_utc,
-        availability_status=EntityAvailabilityStatus.AVAILABLE,
+        availability_status=_availability(ns, queue.entity_id),
     )
 
 
@@ -133,5 +140,5 @@ def topic_runtime(ns: Namespace, topic: TopicProperties,
         size_in_bytes=size, created_at_utc=topic.created_at_utc,
         updated_at_utc=topic.updated_at_utc,
         accessed_at_utc=last_commit(ns.spark, [inbox]) or topic.updated_at_utc,
-        availability_status=EntityAvailabilityStatus.AVAILABLE,
+        availability_status=_availability(ns, topic.entity_id),
     )

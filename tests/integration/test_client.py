@@ -358,3 +358,37 @@ def test_s4_3_an_unkeyed_batch_is_spread_over_the_partitions(admin, client, spar
         sender.send_messages(batch)
     spread = Namespace(namespace_root, spark).entity(q).partition_counts()
     assert sum(spread.values()) == 64 and sum(1 for n in spread.values() if n) >= 12
+
+
+def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_root) -> None:
+    from sbqueue.core.routing import partition_for
+    from sbqueue.exceptions import PartitionUnavailableError
+
+    q = _queue(admin, enable_partitioning=True)
+    down = partition_for("k", 16)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("before", partition_key="k"))
+        admin.set_partition_available(q, down, False)
+        assert admin.get_queue_runtime_properties(q).availability_status.value == "Limited"
+        with pytest.raises(PartitionUnavailableError, match=str(down)):
+            sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b", partition_key="k")])
+        sender.send_messages([ServiceBusMessage(str(i)) for i in range(32)])  # unkeyed: elsewhere
+    entity = Namespace(namespace_root, spark).entity(q)
+    spread = entity.partition_counts()
+    assert spread[down] == 1 and sum(spread.values()) == 33  # the refused send stored nothing
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        got = receiver.receive_messages(100)
+        assert len(got) == 32 and all(m.partition_id != down for m in got)  # the others
+        for m in got:
+            receiver.complete_message(m)
+        admin.set_partition_available(q, down, True)
+        [late] = receiver.receive_messages(10)
+        assert str(late) == "before"
+        admin.set_partition_available(q, down, False)
+        with pytest.raises(PartitionUnavailableError):
+            receiver.complete_message(late)
+        admin.set_partition_available(q, down, True)
+        receiver.complete_message(late)
+    assert admin.get_queue_runtime_properties(q).availability_status.value == "Available"
+    with pytest.raises(InvalidOperationError, match=r"S14\.2"):
+        admin.set_partition_available(q, 16, False)
