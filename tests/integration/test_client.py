@@ -371,7 +371,8 @@ def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_roo
         admin.set_partition_available(q, down, False)
         assert admin.get_queue_runtime_properties(q).availability_status.value == "Limited"
         with pytest.raises(PartitionUnavailableError, match=str(down)):
-            sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b", partition_key="k")])
+            sender.send_messages([ServiceBusMessage("a"),
+                                  ServiceBusMessage("b", partition_key="k")])
         sender.send_messages([ServiceBusMessage(str(i)) for i in range(32)])  # unkeyed: elsewhere
     entity = Namespace(namespace_root, spark).entity(q)
     spread = entity.partition_counts()
