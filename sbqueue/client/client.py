@@ -84,7 +84,12 @@ class ServiceBusClient:
                 f"queue {queue_name!r} is received without one")
         chosen = as_sub_queue(sub_queue)
         path = f"{queue_name}/{_SUFFIXES[chosen]}" if chosen else queue_name
-        return ServiceBusReceiver(self.namespace.entity(path),
+        entity = self.namespace.entity(path)
+        if entity.props.requires_session and not chosen:
+            raise InvalidOperationError(
+                f"queue {queue_name!r} requires sessions: open a session receiver "
+                "(session_id=...) (S10.2)")
+        return ServiceBusReceiver(entity,
                                   receive_mode=as_receive_mode(receive_mode),
                                   max_wait_time=max_wait_time, prefetch_count=prefetch_count)
 

@@ -93,27 +93,35 @@ def _typed(value: Any) -> tuple[Any, ...]:
     return ("s", str(value), None, None, None, None, None)  # str, uuid
 
 
-def _row(message: ServiceBusMessage) -> tuple[Any, ...]:
+def _fields(message: ServiceBusMessage) -> dict[str, Any]:
+    """The message as the values of ``_SCHEMA``'s columns."""
     props = message.application_properties
-    return (
-        message.body_bytes,
-        *[getattr(message, name) for name in STRING_PROPERTIES],
-        message.time_to_live,
-        utc(message.scheduled_enqueue_time_utc),
-        None if props is None else {k: _typed(v) for k, v in props.items()},
-    )
+    return {
+        "body": message.body_bytes,
+        **{name: getattr(message, name) for name in STRING_PROPERTIES},
+        "time_to_live": message.time_to_live,
+        "scheduled_enqueue_time_utc": utc(message.scheduled_enqueue_time_utc),
+        "props": None if props is None else {k: _typed(v) for k, v in props.items()},
+    }
 
 
 def to_dataframe(spark: SparkSession, messages: Sequence[ServiceBusMessage]) -> DataFrame:
-    """The messages as a DataFrame send takes them; gives each a message id first (S2.6)."""
+    """The messages as a DataFrame send takes them; gives each a message id first (S2.6).
+    Only columns some message sets are sent: a send without keys then skips the routing
+    UDF (S4.3) and the VARIANT conversion."""
     for message in messages:
         message.validate()
         if message.message_id is None:
             message.message_id = uuid.uuid4().hex
-    local = spark.createDataFrame([_row(m) for m in messages], _SCHEMA)
-    columns = [c for c in local.columns if c != "props"]
-    return local.selectExpr(*[f"`{c}`" for c in columns],
-                            f"{_AS_VARIANT} AS application_properties")
+    rows = [_fields(m) for m in messages]
+    used = [f for f in _SCHEMA.fields
+            if f.name == "body" or any(row[f.name] is not None for row in rows)]
+    local = spark.createDataFrame([tuple(row[f.name] for f in used) for row in rows],
+                                  StructType(used))
+    columns = [f"`{f.name}`" for f in used if f.name != "props"]
+    if any(f.name == "props" for f in used):
+        columns.append(f"{_AS_VARIANT} AS application_properties")
+    return local.selectExpr(*columns)
 
 
 _STATES = {"Active": ServiceBusMessageState.ACTIVE, "Deferred": ServiceBusMessageState.DEFERRED,

@@ -277,6 +277,12 @@ def test_bad_input_is_refused_with_sbqueue_errors(admin, client) -> None:
             sender.send_messages("text")  # type: ignore[arg-type]
     with client.get_queue_receiver(q) as receiver:
         assert receiver.peek_messages(5) == []  # nothing stored by the refused sends
+    sessions = _queue(admin, "with-sessions", requires_session=True)
+    with pytest.raises(InvalidOperationError, match=r"S10\.2"):
+        client.get_queue_receiver(sessions)
+    with client.get_queue_sender(sessions) as sender, pytest.raises(
+            InvalidOperationError, match=r"S10\.1"):
+        sender.send_messages(ServiceBusMessage("no session"))
 
 
 def test_s6_5_auto_lock_renewer_keeps_a_lock_alive(admin, client) -> None:
