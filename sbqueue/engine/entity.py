@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -18,12 +19,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import dedupe_window
+from sbqueue.core.expr import Expr
 from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
 from sbqueue.core.properties import EntityStatus, QueueProperties
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.sizes import entity_limit
 from sbqueue.core.transitions import (
     Lane,
+    Outcome,
     ReceiveContext,
     SettleContext,
     cancel_outcome,
@@ -309,21 +312,9 @@ class Entity:
             return self._none()
         lane = Lane.DEFERRED if self.lane == Lane.MAIN else self.lane
         ctx = self._context(mode == "peek_lock")
-        partitions = sorted({seq >> COUNTER_BITS for seq in sequence_numbers})
-        self._require_available(partitions, "receive deferred")
-
-        def attempt() -> Applied:
-            return apply_by_sequence(
-                self.spark, self.ledger_path, [(s, None) for s in sequence_numbers], (lane,),
-                deferred_valid(utcnow()), deferred_outcome(ctx), require_all=True)
-
-        with self.board.hold(partitions):
-            applied = retry_conflicts(attempt, what=f"receive deferred from {self.name}")
-        absent = sorted({*applied.missing, *applied.invalid})
-        if absent:
-            raise MessageNotFoundError(
-                f"no deferred message available in {self.path} with sequence number(s) "
-                f"{absent} (unknown, not deferred, or locked by another receiver; S6.3)")
+        applied = self._all_by_sequence(
+            sorted(set(sequence_numbers)), (lane,), deferred_valid, deferred_outcome(ctx),
+            "receive deferred", "(unknown, not deferred, or locked by another receiver; S6.3)")
         assert applied.changes is not None
         result = ReceiveResult(
             handed=applied.changes, locators=applied.locators, count=len(applied.valid),
@@ -346,22 +337,31 @@ class Entity:
         seqs = sorted(set(sequence_numbers))
         if not seqs:
             return
+        self._require_available(sorted({seq >> COUNTER_BITS for seq in seqs}), "cancel")
         self._pass_to(seqs)
+        self._all_by_sequence(seqs, (Lane.SCHEDULED, Lane.MAIN), cancel_valid, cancel_outcome(),
+                              "cancel", "(unknown, cancelled or already active; S8.4)")
+
+    def _all_by_sequence(self, seqs: list[int], lanes: tuple[str, ...],
+                         valid: Callable[[datetime], Expr], outcome: Outcome, what: str,
+                         why: str) -> Applied:
+        """Apply ``outcome`` to every one of ``seqs`` in one commit, or to none of them and
+        raise MessageNotFound naming those that are not valid."""
         partitions = sorted({seq >> COUNTER_BITS for seq in seqs})
-        self._require_available(partitions, "cancel")
+        self._require_available(partitions, what)
 
         def attempt() -> Applied:
             return apply_by_sequence(self.spark, self.ledger_path, [(s, None) for s in seqs],
-                                     (Lane.SCHEDULED, Lane.MAIN), cancel_valid(utcnow()),
-                                     cancel_outcome(), require_all=True)
+                                     lanes, valid(utcnow()), outcome, require_all=True)
 
         with self.board.hold(partitions):
-            applied = retry_conflicts(attempt, what=f"cancel scheduled on {self.name}")
+            applied = retry_conflicts(attempt, what=f"{what} on {self.name} {partitions}")
         absent = sorted({*applied.missing, *applied.invalid})
         if absent:
             raise MessageNotFoundError(
-                f"no scheduled message in {self.path} with sequence number(s) {absent} "
-                "(unknown, cancelled or already active; S8.4); none was cancelled")
+                f"{what} in {self.path}: no message with sequence number(s) {absent} {why}; "
+                "nothing was changed")
+        return applied
 
     def _pass_to(self, seqs: list[int]) -> None:
         """Move each partition's cursor past the highest of ``seqs`` in it (bounded steps)."""
