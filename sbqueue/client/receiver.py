@@ -3,7 +3,9 @@
 A receive asks the engine for ``max(max_message_count, prefetch_count)`` messages in one
 commit, returns ``max_message_count`` and keeps the rest in a prefetch cache whose locks
 are already running (S5.5); without prefetch it never locks a message it does not return
-(S5.4). Settlements are one commit each, on the message's partition only.
+(S5.4). In receive-and-delete mode nothing is prefetched: a cached message is already
+gone from the entity and would be lost with the receiver. Settlements are one commit each,
+on the message's partition only.
 """
 
 from __future__ import annotations
@@ -51,6 +53,13 @@ class ServiceBusReceiver:
         self._lock = threading.Lock()
 
     @property
+    def _prefetch(self) -> int:
+        """Prefetch only under peek-lock: a prefetched received-and-deleted message would be
+        lost with the receiver (nothing is ever lost), so that mode takes what it returns."""
+        return self._prefetch_count if self.receive_mode == ServiceBusReceiveMode.PEEK_LOCK \
+            else 0
+
+    @property
     def lock_duration(self) -> timedelta:
         """How long a lock taken by this receiver lasts (the entity's lock_duration)."""
         return self._entity.props.lock_duration
@@ -95,7 +104,7 @@ class ServiceBusReceiver:
                 out = self._take_cached(count)
                 need = count - len(out)
                 if need:
-                    fetched = self._fetch(max(need, self._prefetch_count))
+                    fetched = self._fetch(max(need, self._prefetch))
                     out += fetched[:need]
                     self._cache.extend(fetched[need:])
                 if out or time.monotonic() >= deadline:
