@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from sbqueue.core.properties import (
     EntityAvailabilityStatus,
+    EntityDefinition,
     QueueProperties,
     SubscriptionProperties,
     TopicProperties,
@@ -77,6 +78,13 @@ class TopicRuntimeProperties:
     availability_status: EntityAvailabilityStatus
 
 
+def _accessed(last: datetime | None, props: EntityDefinition) -> datetime | None:
+    """The last message activity, never before the entity's creation (its tables are made
+    just before its definition is published)."""
+    times = [t for t in (last, props.created_at_utc) if t is not None]
+    return max(times) if times else None
+
+
 def _availability(ns: Namespace, entity_id: str) -> EntityAvailabilityStatus:
     """Limited while a partition is unavailable (S14.2), else Available."""
     if ns.catalog.fenced(entity_id):
@@ -98,7 +106,7 @@ def queue_runtime(ns: Namespace, queue: QueueProperties) -> QueueRuntimeProperti
         size_in_bytes=counts["size_in_bytes"],
         created_at_utc=queue.created_at_utc,
         updated_at_utc=queue.updated_at_utc,
-        accessed_at_utc=entity.accessed_at() or queue.updated_at_utc,
+        accessed_at_utc=_accessed(entity.accessed_at(), queue),
         availability_status=_availability(ns, queue.entity_id),
     )
 
@@ -122,7 +130,7 @@ def subscription_runtime(ns: Namespace, topic: TopicProperties, sub: Subscriptio
         transfer_dead_letter_message_count=counts["transfer_dead_letter"],
         total_message_count=counts["total"],
         created_at_utc=sub.created_at_utc, updated_at_utc=sub.updated_at_utc,
-        accessed_at_utc=last_commit(ns.spark, [ledger]) or sub.updated_at_utc,
+        accessed_at_utc=_accessed(last_commit(ns.spark, [ledger]), sub),
     )
 
 
@@ -139,6 +147,6 @@ def topic_runtime(ns: Namespace, topic: TopicProperties,
         name=topic.name, subscription_count=len(subs), scheduled_message_count=0,
         size_in_bytes=size, created_at_utc=topic.created_at_utc,
         updated_at_utc=topic.updated_at_utc,
-        accessed_at_utc=last_commit(ns.spark, [inbox]) or topic.updated_at_utc,
+        accessed_at_utc=_accessed(last_commit(ns.spark, [inbox]), topic),
         availability_status=_availability(ns, topic.entity_id),
     )
