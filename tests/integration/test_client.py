@@ -24,6 +24,7 @@ from sbqueue.exceptions import (
     MessagingEntityDisabledError,
     MessagingEntityNotFoundError,
 )
+from sbqueue.store.delta import latest_version
 
 pytestmark = pytest.mark.spark
 
@@ -228,12 +229,17 @@ def test_s9_peek_locks_nothing_and_continues(admin, client) -> None:
         for i in range(3):
             sender.send_messages(ServiceBusMessage(str(i)))
     with client.get_queue_receiver(q) as receiver:
+        entity = receiver._entity
+        versions = [latest_version(entity.spark, p)
+                    for p in (entity.inbox_path, entity.ledger_path)]
         first = receiver.peek_messages(2)
         second = receiver.peek_messages(2)
         assert [str(m) for m in first + second] == ["0", "1", "2"]
         assert all(m.lock_token is None for m in first + second)
         again = receiver.peek_messages(5, sequence_number=first[1].sequence_number)
         assert [str(m) for m in again] == ["1", "2"]
+        assert versions == [latest_version(entity.spark, p)  # S9.1: no commit
+                            for p in (entity.inbox_path, entity.ledger_path)]
         assert len(receiver.receive_messages(3, max_wait_time=5)) == 3  # nothing was locked
 
 
@@ -244,6 +250,9 @@ def test_s16_1_status_is_enforced_and_nothing_is_lost(admin, client) -> None:
         admin.update_queue(admin.get_queue(q), status="SendDisabled")
         with pytest.raises(MessagingEntityDisabledError, match="SendDisabled"):
             sender.send_messages(ServiceBusMessage("refused"))
+        with pytest.raises(MessagingEntityDisabledError):  # the DataFrame face too
+            sender._entity.send_dataframe(sender._entity.spark.createDataFrame(
+                [("df",)], "body string"))
         with client.get_queue_receiver(q, max_wait_time=5) as receiver:
             [got] = receiver.receive_messages()
             admin.update_queue(admin.get_queue(q), status="ReceiveDisabled")
@@ -399,3 +408,23 @@ def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_roo
     assert admin.get_queue_runtime_properties(q).availability_status.value == "Available"
     with pytest.raises(InvalidOperationError, match=r"S14\.2"):
         admin.set_partition_available(q, 16, False)
+
+
+def test_s5_iteration_s6_7_max_delivery_count_through_the_client(admin, client) -> None:
+    q = _queue(admin, max_delivery_count=2)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("poison"))
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        deliveries = []
+        for message in receiver:  # S5: iteration stops after max_wait_time idle
+            deliveries.append(message.delivery_count)
+            receiver.abandon_message(message)
+        assert deliveries == [1, 2]  # S6.7: never delivered more than max_delivery_count
+    with client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                   max_wait_time=5) as dlq:
+        [dead] = dlq.receive_messages()
+        assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+        dlq.complete_message(dead)
+    with client.get_queue_receiver(
+            q, sub_queue=ServiceBusSubQueue.TRANSFER_DEAD_LETTER) as tdlq:  # S7.1
+        assert tdlq.receive_messages(max_wait_time=0) == [] and tdlq.peek_messages() == []
