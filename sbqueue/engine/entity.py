@@ -35,7 +35,7 @@ from sbqueue.core.transitions import (
     deferred_valid,
 )
 from sbqueue.engine.partitions import board_for
-from sbqueue.engine.reads import count_messages, last_commit, messages
+from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
 from sbqueue.engine.receive import (
     Attempt,
     ReceiveResult,
@@ -144,14 +144,18 @@ class Entity:
                 f"{self.path}: partition(s) {down} are unavailable; {operation} refused (S14.2)")
 
     def _check_quota(self, incoming_bytes: int) -> None:
-        """S1.6: refuse a send once the entity holds its maximum size. The size is the SQL
-        view's sum, read at most every QUOTA_SECONDS per entity object and advanced by this
-        object's own sends in between (decision 006)."""
+        """S1.6: refuse a send once the entity holds its maximum size. The size is read at
+        most every QUOTA_SECONDS per entity object and advanced by this object's own sends
+        in between: a bound from the inbox's file statistics (rows x largest message,
+        answered from the Delta log), and only when that bound reaches the limit the SQL
+        view's exact sum (decision 006)."""
         limit = entity_limit(self.props.max_size_in_megabytes, self.partitions)
         held, at = self._held
         if time.monotonic() - at > QUOTA_SECONDS:
-            held, at = self.counts()["size_in_bytes"], time.monotonic()
-            self._held = (held, at)
+            held = inbox_bound(self.spark, self.inbox_path)  # never less than the truth
+            if held + incoming_bytes > limit:
+                held = self.counts()["size_in_bytes"]
+            self._held = (held, time.monotonic())
         if held + incoming_bytes > limit:
             raise ServiceBusQuotaExceededError(
                 f"{self.path} holds {held} bytes; with {incoming_bytes} more it would exceed "

@@ -20,7 +20,14 @@ from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.schema import MESSAGE_FIELDS
 
-__all__ = ["MESSAGE_VIEW_COLUMNS", "count_messages", "last_commit", "messages", "messages_sql"]
+__all__ = [
+    "MESSAGE_VIEW_COLUMNS",
+    "count_messages",
+    "inbox_bound",
+    "last_commit",
+    "messages",
+    "messages_sql",
+]
 
 _FIELDS = [f.name for f in MESSAGE_FIELDS]
 MESSAGE_VIEW_COLUMNS = ["sequence_number", "partition_id", *_FIELDS, "state", "sub_queue",
@@ -130,3 +137,13 @@ def last_commit(spark: SparkSession, paths: list[str]) -> datetime | None:
         if row is not None and row[0] is not None:
             found.append(row[0].astimezone(timezone.utc))
     return max(found) if found else None
+
+
+def inbox_bound(spark: SparkSession, inbox: str) -> int:
+    """An upper bound of the bytes an entity holds: every inbox row (held or not) times the
+    largest message. COUNT and MAX over a statistics column are answered from the Delta log
+    (``size_in_bytes`` has statistics for this), so no data file is read."""
+    row = spark.sql(f"SELECT count(*), max(size_in_bytes) FROM delta.`{inbox}`").first()
+    if row is None or not row[0]:
+        return 0
+    return int(row[0]) * int(row[1] or 0)

@@ -118,10 +118,11 @@ INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableRowTracking": "true",
     "delta.logRetentionDuration": "interval 30 days",
-    # Statistics only where reads skip files (a send's rows, a message id, a session):
+    # Statistics only where reads skip files (a send's rows, a message id, a session) or
+    # where the log answers an aggregate (the size quota's bound: max size_in_bytes):
     # statistics on every column measured a third of a bulk send's time (decision 004).
     "delta.dataSkippingStatsColumns": "send_id,batch_index,message_id,session_id,"
-                                      "enqueued_time_utc",
+                                      "enqueued_time_utc,size_in_bytes",
 }
 LEDGER_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
