@@ -14,18 +14,14 @@ Bodies are 1 KB. Prints one JSON object per part.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import tempfile
 import time
 from typing import Any
 
-from common import measured
+from common import measured, run_parts
 from delta.tables import DeltaTable
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.management import ServiceBusAdministrationClient
-from sbqueue.spark import get_session
 
 BODY = "x" * 1000
 
@@ -115,19 +111,10 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    spark = get_session("sbqueue-bench-client")
-    root = tempfile.mkdtemp(prefix="sbq-bench-client-")
-    try:
-        for part in args.parts.split(","):
-            started = time.perf_counter()
-            if part == "single":
-                result = single(spark, root, args.reps)
-            else:
-                result = loop(spark, root, args.messages, args.rounds)
-            result["wall_s"] = round(time.perf_counter() - started, 1)
-            print(json.dumps(result), flush=True)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    run_parts("sbqueue-bench-client", args.parts, {
+        "single": lambda spark, root: single(spark, root, args.reps),
+        "loop": lambda spark, root: loop(spark, root, args.messages, args.rounds),
+    })
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import statistics
+import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,3 +32,24 @@ def measured(spark: Any, fn: Callable[[], T]) -> tuple[T, float, int]:
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def run_parts(app_name: str, parts: str, runners: Mapping[str, Callable[[Any, str], dict[str, Any]]]
+              ) -> None:
+    """Run the named parts in order, each in a folder of one temporary root, and print one
+    JSON object per part with its wall time."""
+    from sbqueue.spark import get_session
+
+    unknown = [p for p in parts.split(",") if p not in runners]
+    if unknown:
+        raise SystemExit(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(runners)}")
+    spark = get_session(app_name)
+    root = tempfile.mkdtemp(prefix="sbq-bench-")
+    try:
+        for part in parts.split(","):
+            started = time.perf_counter()
+            report = runners[part](spark, f"{root}/{part}")
+            report["wall_s"] = round(time.perf_counter() - started, 1)
+            print(json.dumps(report), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

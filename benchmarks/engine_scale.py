@@ -18,19 +18,15 @@ Bodies are 1 KB. Prints one JSON object per part.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import tempfile
 import threading
 import time
 from typing import Any
 
-from common import measured, median
+from common import measured, median, run_parts
 from delta.tables import DeltaTable
 
 from sbqueue.engine import Namespace, receive, settle
 from sbqueue.management import ServiceBusAdministrationClient
-from sbqueue.spark import get_session
 
 BODY = "repeat('x', 1000)"
 
@@ -211,25 +207,12 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--bulk", type=int, default=1_000_000)
     args = parser.parse_args()
-    spark = get_session("sbqueue-bench")
-    root = tempfile.mkdtemp(prefix="sbq-bench-")
-    try:
-        for part in args.parts.split(","):
-            started = time.perf_counter()
-            if part == "single":
-                report = single(spark, f"{root}/single", args.reps)
-            elif part == "backlog":
-                report = backlog(spark, f"{root}/backlog", args.reps, args.backlog)
-            elif part == "concurrency":
-                report = concurrency(spark, f"{root}/concurrency", args.messages)
-            elif part == "bulk":
-                report = bulk(spark, f"{root}/bulk", args.reps, args.bulk)
-            else:
-                raise SystemExit(f"unknown part {part!r}")
-            report["wall_s"] = round(time.perf_counter() - started, 1)
-            print(json.dumps(report), flush=True)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    run_parts("sbqueue-bench", args.parts, {
+        "single": lambda spark, root: single(spark, root, args.reps),
+        "backlog": lambda spark, root: backlog(spark, root, args.reps, args.backlog),
+        "concurrency": lambda spark, root: concurrency(spark, root, args.messages),
+        "bulk": lambda spark, root: bulk(spark, root, args.reps, args.bulk),
+    })
 
 
 if __name__ == "__main__":
