@@ -379,7 +379,7 @@ def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_roo
     from sbqueue.core.routing import partition_for
     from sbqueue.exceptions import PartitionUnavailableError
 
-    q = _queue(admin, enable_partitioning=True)
+    q = _queue(admin, enable_partitioning=True, lock_duration="PT5M")  # 16 completes
     down = partition_for("k", 16)
     with client.get_queue_sender(q) as sender:
         sender.send_messages(ServiceBusMessage("before", partition_key="k"))
@@ -388,13 +388,13 @@ def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_roo
         with pytest.raises(PartitionUnavailableError, match=str(down)):
             sender.send_messages([ServiceBusMessage("a"),
                                   ServiceBusMessage("b", partition_key="k")])
-        sender.send_messages([ServiceBusMessage(str(i)) for i in range(32)])  # unkeyed: elsewhere
+        sender.send_messages([ServiceBusMessage(str(i)) for i in range(16)])  # unkeyed: elsewhere
     entity = Namespace(namespace_root, spark).entity(q)
     spread = entity.partition_counts()
-    assert spread[down] == 1 and sum(spread.values()) == 33  # the refused send stored nothing
+    assert spread[down] == 1 and sum(spread.values()) == 17  # the refused send stored nothing
     with client.get_queue_receiver(q, max_wait_time=5) as receiver:
         got = receiver.receive_messages(100)
-        assert len(got) == 32 and all(m.partition_id != down for m in got)  # the others
+        assert len(got) == 16 and all(m.partition_id != down for m in got)  # the others
         for m in got:
             receiver.complete_message(m)
         admin.set_partition_available(q, down, True)
