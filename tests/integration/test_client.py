@@ -428,3 +428,21 @@ def test_s5_iteration_s6_7_max_delivery_count_through_the_client(admin, client) 
     with client.get_queue_receiver(
             q, sub_queue=ServiceBusSubQueue.TRANSFER_DEAD_LETTER) as tdlq:  # S7.1
         assert tdlq.receive_messages(max_wait_time=0) == [] and tdlq.peek_messages() == []
+
+
+def test_s2_2_s5_4_ids_keys_and_an_early_return(admin, client) -> None:
+    q = _queue(admin, enable_partitioning=True)
+    with client.get_queue_sender(q) as sender:
+        with pytest.raises(InvalidOperationError, match=r"S2\.2"):
+            sender.send_messages(ServiceBusMessage("x", message_id="m" * 129))
+        with pytest.raises(InvalidOperationError, match=r"S2\.2"):
+            sender.send_messages(ServiceBusMessage("x", session_id="a", partition_key="b"))
+        with pytest.raises(MessageSizeExceededError, match="header"):  # S2.4: 64 KB header
+            sender.send_messages(ServiceBusMessage(
+                "x", application_properties={f"p{i}": "v" * 1000 for i in range(70)}))
+        sender.send_messages(ServiceBusMessage("ready"))
+    with client.get_queue_receiver(q) as receiver:
+        started = time.monotonic()
+        [got] = receiver.receive_messages(5, max_wait_time=120)  # S5.4: returns with one
+        assert time.monotonic() - started < 100 and str(got) == "ready"
+        receiver.complete_message(got)
