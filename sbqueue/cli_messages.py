@@ -15,11 +15,10 @@ from rich.table import Table
 
 from sbqueue.cli_shared import console, namespace_option, parse_props, quiet_session
 from sbqueue.core.durations import parse_duration
+from sbqueue.core.sizes import STRING_PROPERTIES
 
 __all__ = ["peek", "receive", "send"]
 
-_FIELDS = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
-           "content_type", "to", "reply_to", "reply_to_session_id")
 
 
 def _client(namespace: str) -> Any:
@@ -38,7 +37,7 @@ def _message(spec: dict[str, Any]) -> Any:
     body = spec.pop("body")
     ttl = spec.pop("time_to_live", None)
     when = spec.pop("scheduled_enqueue_time_utc", None)
-    unknown = sorted(set(spec) - set(_FIELDS) - {"application_properties"})
+    unknown = sorted(set(spec) - set(STRING_PROPERTIES) - {"application_properties"})
     if unknown:
         raise click.BadParameter(f"unknown message field(s) {', '.join(unknown)} (S2.1)")
     return ServiceBusMessage(
@@ -57,7 +56,7 @@ def _duration(text: str) -> timedelta:
 
 def _as_json(message: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"sequence_number": message.sequence_number, "body": str(message)}
-    for name in (*_FIELDS, "delivery_count", "lock_token", "locked_until_utc",
+    for name in (*STRING_PROPERTIES, "delivery_count", "lock_token", "locked_until_utc",
                  "enqueued_time_utc", "expires_at_utc", "dead_letter_reason",
                  "dead_letter_error_description", "application_properties"):
         value = getattr(message, name)

@@ -33,10 +33,10 @@ from pyspark.sql.types import (
 
 from sbqueue.client.enums import ServiceBusMessageState
 from sbqueue.client.message import (
-    STRING_PROPERTIES,
     ServiceBusMessage,
     ServiceBusReceivedMessage,
 )
+from sbqueue.core.sizes import STRING_PROPERTIES
 
 __all__ = ["to_dataframe", "to_received", "utc"]
 

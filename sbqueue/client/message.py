@@ -13,19 +13,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sbqueue.client.enums import ServiceBusMessageState
-from sbqueue.core.sizes import STANDARD_MESSAGE_BYTES, message_size
+from sbqueue.core.sizes import STANDARD_MESSAGE_BYTES, STRING_PROPERTIES, message_size
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
 __all__ = [
-    "STRING_PROPERTIES",
     "ServiceBusMessage",
     "ServiceBusMessageBatch",
     "ServiceBusReceivedMessage",
     "check_property_value",
 ]
 
-STRING_PROPERTIES = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
-                     "content_type", "to", "reply_to", "reply_to_session_id")
 _PROPERTY_TYPES = (str, bool, int, float, datetime, timedelta, uuid.UUID)
 _INT64 = (-(2**63), 2**63 - 1)
 

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from sbqueue.client.convert import to_received
 from sbqueue.client.enums import ServiceBusReceiveMode
 from sbqueue.client.message import ServiceBusReceivedMessage
+from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import (
     InvalidOperationError,
@@ -189,10 +190,7 @@ class ServiceBusReceiver:
                             reason: str | None = None,
                             error_description: str | None = None) -> None:
         """Move it to the dead-letter queue with this reason and description (S6.4)."""
-        for what, text in (("reason", reason), ("error_description", error_description)):
-            if text is not None and len(text) > 4096:
-                raise InvalidOperationError(
-                    f"dead-letter {what} is {len(text)} characters; at most 4096 (S6.4)")
+        check_dead_letter_text(reason, error_description)
         self._settle(message, "dead_letter", reason, error_description)
 
     def renew_message_lock(self, message: ServiceBusReceivedMessage, **_: Any) -> datetime:

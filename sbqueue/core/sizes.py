@@ -11,21 +11,31 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sbqueue.exceptions import InvalidOperationError
+
 __all__ = [
+    "DEAD_LETTER_TEXT_LIMIT",
     "HEADER_LIMIT",
     "MAX_ID_LENGTH",
     "PREMIUM_BATCH_BYTES",
     "STANDARD_MESSAGE_BYTES",
+    "STRING_PROPERTIES",
     "batch_limit",
+    "check_dead_letter_text",
     "entity_limit",
     "message_limit",
     "message_size",
 ]
 
+# The settable string properties of a message (S2.1): with the application properties,
+# what the header counts (S2.4).
+STRING_PROPERTIES = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
+                     "content_type", "to", "reply_to", "reply_to_session_id")
 MAX_ID_LENGTH = 128  # message_id, session_id, partition_key, reply_to_session_id (S2.2)
 STANDARD_MESSAGE_BYTES = 256 * 1024  # per message and per batch on Standard (S2.4)
 PREMIUM_BATCH_BYTES = 1024 * 1024  # a Premium batch (S2.4)
 HEADER_LIMIT = 64 * 1024  # all properties of one message (S2.4)
+DEAD_LETTER_TEXT_LIMIT = 4096  # characters of a dead-letter reason or description (S6.4)
 
 
 def message_limit(max_message_size_in_kilobytes: int | None) -> int:
@@ -62,3 +72,12 @@ def entity_limit(max_size_in_megabytes: int, partition_count: int) -> int:
     partitioned entity of a Standard namespace (16 partitions)."""
     factor = 16 if partition_count == 16 else 1
     return max_size_in_megabytes * 1024 * 1024 * factor
+
+
+def check_dead_letter_text(reason: str | None, description: str | None) -> None:
+    """S6.4: a dead-letter reason and description are at most 4096 characters each."""
+    for what, text in (("reason", reason), ("error_description", description)):
+        if text is not None and len(text) > DEAD_LETTER_TEXT_LIMIT:
+            raise InvalidOperationError(
+                f"dead-letter {what} is {len(text)} characters; at most "
+                f"{DEAD_LETTER_TEXT_LIMIT} (S6.4)")

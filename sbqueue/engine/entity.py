@@ -23,7 +23,7 @@ from sbqueue.core.expr import Expr
 from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
 from sbqueue.core.properties import EntityStatus, QueueProperties
 from sbqueue.core.sequence import COUNTER_BITS
-from sbqueue.core.sizes import entity_limit
+from sbqueue.core.sizes import check_dead_letter_text, entity_limit
 from sbqueue.core.transitions import (
     Lane,
     Outcome,
@@ -301,10 +301,7 @@ class Entity:
 
     def dead_letter_dataframe(self, batch: DataFrame, reason: str | None = None,
                               error_description: str | None = None) -> SettleResult:
-        for what, text in (("reason", reason), ("error_description", error_description)):
-            if text is not None and len(text) > 4096:
-                raise InvalidOperationError(
-                    f"dead-letter {what} is {len(text)} characters; at most 4096 (S6.4)")
+        check_dead_letter_text(reason, error_description)
         return self.settle_dataframe(batch, "dead_letter", reason, error_description)
 
     def receive_deferred(self, sequence_numbers: list[int], mode: str = "peek_lock"

@@ -89,12 +89,17 @@ class Cursor(NamedTuple):
     p_version: int
 
 
-def _by_partition(cursors: list[Cursor], field: str) -> Column:
-    """A literal per-partition value of the cursors (CASE partition_id WHEN ...)."""
+def _by_partition(values: dict[int, int]) -> Column:
+    """A literal per-partition value (CASE partition_id WHEN ... END), NULL elsewhere."""
     column: Any = F
-    for c in cursors:
-        column = column.when(F.col("partition_id") == c.partition, F.lit(getattr(c, field)))
+    for partition, value in values.items():
+        column = column.when(F.col("partition_id") == partition, F.lit(value))
     return column.otherwise(F.lit(None)).cast("long")  # type: ignore[no-any-return]
+
+
+def _cursor_values(cursors: list[Cursor], field: str) -> Column:
+    """One field of the cursors, per partition, as literals."""
+    return _by_partition({c.partition: getattr(c, field) for c in cursors})
 
 
 def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], start: int,
@@ -117,7 +122,7 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
     numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.share + LOOKAHEAD)
-    counter = _by_partition(cursors, "counter") + F.col("_rank")
+    counter = _cursor_values(cursors, "counter") + F.col("_rank")
     typed = {name: F.lit(None).cast(LEDGER_TYPES[name]) for name in _CANDIDATE_COLUMNS}
     typed.update({c: F.col(c) for c in (*LOCATOR, "message_id", "session_id",
                                         "enqueued_time_utc", "scheduled_enqueue_time_utc",
@@ -131,7 +136,7 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
     return numbered.select(
         *[typed[c].alias(c) for c in _CANDIDATE_COLUMNS], F.lit("inbox").alias("origin"),
         F.col("_commit_version"), F.col("batch_index").alias("_index"),
-        counter.alias("_counter"), _by_partition(cursors, "p_version").alias("_p_version"))
+        counter.alias("_counter"), _cursor_values(cursors, "p_version").alias("_p_version"))
 
 
 def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame,
@@ -187,10 +192,8 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     last_inbox = F.max(F.when(inbox, seq)).over(by_partition)
     limit = F.when(any_ok == 0, last_inbox).otherwise(F.coalesce(last_picked, F.lit(-1)))
     if a.pass_to:  # moved past without handing out (to cancel a scheduled message)
-        floor: Any = F
-        for partition, target in a.pass_to:
-            floor = floor.when(F.col("partition_id") == partition, F.lit(target))
-        limit = F.greatest(limit, floor.otherwise(F.lit(-1)))
+        floor = F.coalesce(_by_partition(dict(a.pass_to)), F.lit(-1))
+        limit = F.greatest(limit, floor)
     left = F.sum((F.col("_ok") & ~F.col("_picked")).cast("int")).over(by_partition)
     passed = inbox & (seq <= limit)
     # The row the cursor moves to, marked here so that the cursor change is a filter of the

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
 from sbqueue.core.durations import is_never
 from sbqueue.core.properties import QueueProperties
 from sbqueue.core.routing import key_expr, partitions_for
-from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, message_limit
+from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
 from sbqueue.engine.columns import to_column
 from sbqueue.engine.schema import INBOX_SCHEMA, MESSAGE_FIELDS, SEGMENT_SECONDS
 from sbqueue.exceptions import (
@@ -44,9 +44,7 @@ from sbqueue.store.delta import append
 
 __all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
 
-_STRINGS = ("message_id", "session_id", "partition_key", "correlation_id", "subject",
-            "content_type", "to", "reply_to", "reply_to_session_id")
-SETTABLE = frozenset({*_STRINGS, "body", "time_to_live", "scheduled_enqueue_time_utc",
+SETTABLE = frozenset({*STRING_PROPERTIES, "body", "time_to_live", "scheduled_enqueue_time_utc",
                       "application_properties"})
 _MARK = "sbqueue-invalid "
 
@@ -251,7 +249,7 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
     typed = df.select(*[c.alias(n) for n, c in _message_columns(df, props).items()])
     cols: dict[str, Column] = {n: F.col(f"`{n}`") for n in typed.columns}
     header = F.coalesce(F.octet_length(F.to_json(cols["application_properties"])), F.lit(0))
-    for name in _STRINGS:
+    for name in STRING_PROPERTIES:
         header = header + F.coalesce(F.octet_length(cols[name]), F.lit(0))
     cols["size_in_bytes"] = (F.coalesce(F.octet_length(cols["body"]), F.lit(0)) + header
                              ).cast("int")

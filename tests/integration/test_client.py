@@ -196,6 +196,7 @@ def test_s8_4_schedule_cancel_and_past_times(admin, client) -> None:
                                           datetime.now(timezone.utc) - timedelta(hours=1))
         with client.get_queue_receiver(q) as receiver:
             peeked = {m.sequence_number: m for m in receiver.peek_messages(10)}
+            # S9.2: a queue's peek shows scheduled messages
             assert {peeked[s].state for s in seqs} == {ServiceBusMessageState.SCHEDULED}
             assert peeked[seqs[0]].expires_at_utc is None
             sender.cancel_scheduled_messages(seqs[:2])  # not yet passed by the cursor
@@ -236,6 +237,7 @@ def test_s9_peek_locks_nothing_and_continues(admin, client) -> None:
         second = receiver.peek_messages(2)
         assert [str(m) for m in first + second] == ["0", "1", "2"]
         assert all(m.lock_token is None for m in first + second)
+        # S9.3: from a sequence number, within its partition's order
         again = receiver.peek_messages(5, sequence_number=first[1].sequence_number)
         assert [str(m) for m in again] == ["1", "2"]
         assert versions == [latest_version(entity.spark, p)  # S9.1: no commit
@@ -286,6 +288,7 @@ def test_bad_input_is_refused_with_sbqueue_errors(admin, client) -> None:
             sender.send_messages("text")  # type: ignore[arg-type]
     with client.get_queue_receiver(q) as receiver:
         assert receiver.peek_messages(5) == []  # nothing stored by the refused sends
+    # S10.2: no plain receiver on a session queue; S10.1: no send without a session id
     sessions = _queue(admin, "with-sessions", requires_session=True)
     with pytest.raises(InvalidOperationError, match=r"S10\.2"):
         client.get_queue_receiver(sessions)
@@ -376,6 +379,8 @@ def test_s4_3_an_unkeyed_batch_is_spread_over_the_partitions(admin, client, spar
 
 
 def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_root) -> None:
+    """S14.2, S4.4: a fenced partition refuses keyed sends and settlements; unkeyed sends
+    and receives use the others; availability_status is Limited until it is released."""
     from sbqueue.core.routing import partition_for
     from sbqueue.exceptions import PartitionUnavailableError
 
