@@ -1,8 +1,8 @@
 """sbqueue: Azure Service Bus partitioned queues and topics on Spark and Delta Lake.
 
 Two faces over one engine: the client shaped like azure-servicebus (``ServiceBusClient``)
-and the Spark-native DataFrame API (``Namespace``). Sessions, transactions and topics
-arrive with their own issues.
+and the Spark-native DataFrame API (``Namespace``). Transactions and topics arrive
+with their own issues.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sbqueue.client import (
     ServiceBusReceiveMode,
     ServiceBusReceiver,
     ServiceBusSender,
+    ServiceBusSession,
     ServiceBusSubQueue,
 )
 from sbqueue.engine import Entity, Namespace, SendResult, SettleResult
@@ -38,6 +39,7 @@ __all__ = [
     "ServiceBusReceivedMessage",
     "ServiceBusReceiver",
     "ServiceBusSender",
+    "ServiceBusSession",
     "ServiceBusSubQueue",
     "SettleResult",
 ]

@@ -17,6 +17,7 @@ from sbqueue.client.message import (
 )
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
+from sbqueue.client.session import ServiceBusSession
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
@@ -29,5 +30,6 @@ __all__ = [
     "ServiceBusReceivedMessage",
     "ServiceBusReceiver",
     "ServiceBusSender",
+    "ServiceBusSession",
     "ServiceBusSubQueue",
 ]

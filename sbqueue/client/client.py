@@ -77,21 +77,28 @@ class ServiceBusClient:
         prefetch_count: int = 0,
         **_: Any,
     ) -> ServiceBusReceiver:
-        """A receiver of ``queue_name`` or one of its dead-letter sub-queues (S7.1)."""
-        if session_id is not None:
-            raise InvalidOperationError(
-                f"session receivers (session_id={session_id!r}) come with sessions (S10); "
-                f"queue {queue_name!r} is received without one")
+        """A receiver of ``queue_name`` or one of its dead-letter sub-queues (S7.1); with
+        ``session_id`` (an id or NEXT_AVAILABLE_SESSION) a session receiver (S10.2)."""
         chosen = as_sub_queue(sub_queue)
         path = f"{queue_name}/{_SUFFIXES[chosen]}" if chosen else queue_name
         entity = self.namespace.entity(path)
-        if entity.props.requires_session and not chosen:
+        sessionful = entity.props.requires_session and not chosen
+        if session_id is not None and not sessionful:
+            raise InvalidOperationError(
+                f"{entity.path} does not require sessions: open the receiver without "
+                f"session_id (got {session_id!r}) (S10.2)")
+        if sessionful and session_id is None:
             raise InvalidOperationError(
                 f"queue {queue_name!r} requires sessions: open a session receiver "
-                "(session_id=...) (S10.2)")
+                "(session_id=... or NEXT_AVAILABLE_SESSION) (S10.2)")
         return ServiceBusReceiver(entity,
                                   receive_mode=as_receive_mode(receive_mode),
-                                  max_wait_time=max_wait_time, prefetch_count=prefetch_count)
+                                  max_wait_time=max_wait_time, prefetch_count=prefetch_count,
+                                  session_id=session_id)
+
+    def list_queue_sessions(self, queue_name: str, **_: Any) -> list[str]:
+        """The ids of the queue's sessions that have messages or a state (S10.6)."""
+        return self.namespace.entity(queue_name).sessions.list_ids()
 
     def close(self) -> None:
         """Nothing to release: the SparkSession belongs to the application."""

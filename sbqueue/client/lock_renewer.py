@@ -1,9 +1,11 @@
-"""``AutoLockRenewer``: keeps message locks alive while their holder works (S6.5).
+"""``AutoLockRenewer``: keeps message and session locks alive while their holder works
+(S6.5, S10.3).
 
-As in azure-servicebus: ``register(receiver, message, max_lock_renewal_duration=...)``; a
-background thread renews each lock shortly before it expires, until the message is
-settled, the renewal duration is over, or a renewal fails (then ``on_lock_renew_failure``
-is called with the message and the error). A renewal is a Delta commit, so it starts well
+As in azure-servicebus: ``register(receiver, message_or_session,
+max_lock_renewal_duration=...)``; a background thread renews each lock shortly before it
+expires, until the message is settled (the session released), the renewal duration is
+over, or a renewal fails (then ``on_lock_renew_failure`` is called with the message or
+session and the error). A renewal is a Delta commit, so it starts well
 before the lock's end: when less than ``RENEW_AHEAD`` (or half the lock) is left.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
+from sbqueue.client.session import ServiceBusSession
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = ["AutoLockRenewer"]
@@ -26,16 +29,34 @@ __all__ = ["AutoLockRenewer"]
 RENEW_AHEAD = timedelta(seconds=10)
 _TICK = 0.25
 
-FailureCallback = Callable[[ServiceBusReceivedMessage, Exception | None], None]
+Renewable = ServiceBusReceivedMessage | ServiceBusSession
+FailureCallback = Callable[[Renewable, Exception | None], None]
 
 
 @dataclass
 class _Entry:
     receiver: ServiceBusReceiver
-    message: ServiceBusReceivedMessage
+    target: Renewable
     until: float  # monotonic time after which renewal stops
     on_failure: FailureCallback | None
     ahead: timedelta
+
+    @property
+    def done(self) -> bool:
+        """Settled or released: nothing left to renew."""
+        if isinstance(self.target, ServiceBusSession):
+            return self.target.released
+        return self.target.settled
+
+    @property
+    def locked_until(self) -> datetime | None:
+        return self.target.locked_until_utc
+
+    def renew(self) -> None:
+        if isinstance(self.target, ServiceBusSession):
+            self.target.renew_lock()
+        else:
+            self.receiver.renew_message_lock(self.target)
 
 
 class AutoLockRenewer:
@@ -50,13 +71,17 @@ class AutoLockRenewer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def register(self, receiver: ServiceBusReceiver, renewable: ServiceBusReceivedMessage,
+    def register(self, receiver: ServiceBusReceiver, renewable: Renewable,
                  max_lock_renewal_duration: float | None = None,
                  on_lock_renew_failure: FailureCallback | None = None) -> None:
-        """Keep ``renewable``'s lock alive for up to ``max_lock_renewal_duration`` seconds."""
-        if not isinstance(renewable, ServiceBusReceivedMessage) or renewable.lock_token is None:
+        """Keep ``renewable``'s lock alive for up to ``max_lock_renewal_duration`` seconds:
+        a message received in peek-lock mode, or a receiver's session."""
+        message = isinstance(renewable, ServiceBusReceivedMessage)
+        if not (isinstance(renewable, ServiceBusSession)
+                or (message and renewable.lock_token is not None)):
             raise InvalidOperationError(
-                "AutoLockRenewer.register takes a message received in peek-lock mode")
+                "AutoLockRenewer.register takes a message received in peek-lock mode or a "
+                "session (receiver.session)")
         if self._stop.is_set():
             raise InvalidOperationError("this AutoLockRenewer is closed")
         duration = self._duration if max_lock_renewal_duration is None else (
@@ -72,7 +97,7 @@ class AutoLockRenewer:
                 self._thread.start()
 
     def _due(self, entry: _Entry) -> bool:
-        left = (entry.message.locked_until_utc or datetime.min.replace(tzinfo=timezone.utc)
+        left = (entry.locked_until or datetime.min.replace(tzinfo=timezone.utc)
                 ) - datetime.now(timezone.utc)
         return left <= entry.ahead
 
@@ -81,15 +106,15 @@ class AutoLockRenewer:
             with self._guard:
                 entries = list(self._entries)
             for entry in entries:
-                if entry.message.settled or time.monotonic() >= entry.until:
+                if entry.done or time.monotonic() >= entry.until:
                     self._drop(entry)
                 elif self._due(entry):
                     try:
-                        entry.receiver.renew_message_lock(entry.message)
+                        entry.renew()
                     except Exception as exc:  # reported to the caller's callback
                         self._drop(entry)
-                        if entry.on_failure is not None and not entry.message.settled:
-                            entry.on_failure(entry.message, exc)
+                        if entry.on_failure is not None and not entry.done:
+                            entry.on_failure(entry.target, exc)
 
     def _drop(self, entry: _Entry) -> None:
         with self._guard:

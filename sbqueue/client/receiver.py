@@ -5,7 +5,9 @@ commit, returns ``max_message_count`` and keeps the rest in a prefetch cache who
 are already running (S5.5); without prefetch it never locks a message it does not return
 (S5.4). In receive-and-delete mode nothing is prefetched: a cached message is already
 gone from the entity and would be lost with the receiver. Settlements are one commit each,
-on the message's partition only.
+on the message's partition only. A session receiver (S10) holds its session from when it
+opens to when it closes; it receives that session's messages in sequence order, and their
+locks are the session's.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from sbqueue.client.convert import to_received
-from sbqueue.client.enums import ServiceBusReceiveMode
+from sbqueue.client.enums import NEXT_AVAILABLE_SESSION, ServiceBusReceiveMode
 from sbqueue.client.message import ServiceBusReceivedMessage
+from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageAlreadySettled,
     MessageLockLostError,
+    SessionLockLostError,
 )
 
 __all__ = ["ServiceBusReceiver"]
@@ -41,7 +45,8 @@ class ServiceBusReceiver:
     """Receives from one queue or sub-queue. Use one receiver per thread, as in the SDK."""
 
     def __init__(self, entity: Entity, *, receive_mode: ServiceBusReceiveMode,
-                 max_wait_time: float | None = None, prefetch_count: int = 0) -> None:
+                 max_wait_time: float | None = None, prefetch_count: int = 0,
+                 session_id: object = None) -> None:
         if prefetch_count < 0:
             raise InvalidOperationError(f"prefetch_count is {prefetch_count}; at least 0")
         self._entity = entity
@@ -52,6 +57,23 @@ class ServiceBusReceiver:
         self._cache: deque[ServiceBusReceivedMessage] = deque()
         self._last_peeked: tuple[datetime, int] | None = None
         self._lock = threading.Lock()
+        self._session_id = session_id
+        self._session: ServiceBusSession | None = None
+
+    @property
+    def session(self) -> ServiceBusSession | None:
+        """The session this receiver holds (locked when first needed); None for a receiver
+        of a queue without sessions."""
+        if self._session_id is None:
+            return None
+        if self._session is None:
+            sessions = self._entity.sessions
+            if self._session_id is NEXT_AVAILABLE_SESSION:
+                lock = sessions.lock_next(self._max_wait_time or 0.0)
+            else:
+                lock = sessions.lock(str(self._session_id))
+            self._session = ServiceBusSession(sessions, lock)
+        return self._session
 
     @property
     def _prefetch(self) -> int:
@@ -82,7 +104,12 @@ class ServiceBusReceiver:
         return out
 
     def _fetch(self, count: int) -> list[ServiceBusReceivedMessage]:
-        rows = self._entity.receive_dataframe(count, self._mode).collect()
+        session = self.session
+        if session is None:
+            rows = self._entity.receive_dataframe(count, self._mode).collect()
+        else:
+            session.check_held()
+            rows = self._entity.sessions.receive([session.lock], count, self._mode).collect()
         messages = sorted((to_received(r) for r in rows),
                           key=lambda m: (m.partition_id, m.sequence_number))
         if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
@@ -128,10 +155,12 @@ class ServiceBusReceiver:
                       **_: Any) -> list[ServiceBusReceivedMessage]:
         """No lock, no change, no commit (S9.1); continues after the last peeked message."""
         count = min(max(1, max_message_count), MAX_PEEK)
+        session = self.session.session_id if self.session is not None else None
         if sequence_number is not None:
-            df = self._entity.peek_dataframe(count, from_sequence=sequence_number)
+            df = self._entity.peek_dataframe(count, from_sequence=sequence_number,
+                                             session_id=session)
         else:
-            df = self._entity.peek_dataframe(count, after=self._last_peeked)
+            df = self._entity.peek_dataframe(count, after=self._last_peeked, session_id=session)
         messages = [to_received(r) for r in df.collect()]
         if messages and messages[-1].enqueued_time_utc is not None:
             self._last_peeked = (messages[-1].enqueued_time_utc, messages[-1].sequence_number)
@@ -152,14 +181,20 @@ class ServiceBusReceiver:
         if message.lock_token is None:
             raise InvalidOperationError(
                 f"message {message.sequence_number} was peeked, not received under a lock")
-        now = datetime.now(timezone.utc)
-        expired = message.locked_until_utc is not None and message.locked_until_utc <= now
-        if expired:  # as the SDK does: the holder was told the lock ends then (S6.6)
-            raise MessageLockLostError(
-                f"the lock on message {message.sequence_number} expired at "
-                f"{message.locked_until_utc} (S6.6)")
+        if self._session is not None:  # a session message's lock is its session's (S10.3)
+            self._session.check_held()
+        else:
+            now = datetime.now(timezone.utc)
+            expired = message.locked_until_utc is not None and message.locked_until_utc <= now
+            if expired:  # as the SDK does: the holder was told the lock ends then (S6.6)
+                raise MessageLockLostError(
+                    f"the lock on message {message.sequence_number} expired at "
+                    f"{message.locked_until_utc} (S6.6)")
         result = self._entity.settle([(message.sequence_number, message.lock_token)], kind,
                                      reason, description)
+        if result.lock_lost and self._session is not None:
+            raise SessionLockLostError(
+                f"the lock on session {self._session.session_id!r} is no longer held (S10.3)")
         if result.lock_lost:
             raise MessageLockLostError(
                 f"the lock on message {message.sequence_number} is no longer valid: it "
@@ -195,6 +230,9 @@ class ServiceBusReceiver:
 
     def renew_message_lock(self, message: ServiceBusReceivedMessage, **_: Any) -> datetime:
         """Extend the lock to now + lock duration; the new locked-until time (S6.5)."""
+        if self._session_id is not None:
+            raise TypeError("session messages cannot be renewed one by one: renew the "
+                            "session lock (receiver.session.renew_lock(), S10.3)")
         until = self._settle(message, "renew")
         assert until is not None
         return until
@@ -213,11 +251,14 @@ class ServiceBusReceiver:
 
     # -- lifetime --------------------------------------------------------------------------
     def close(self) -> None:
-        """Abandon nothing: prefetched messages keep their locks until they expire, as in
-        the SDK; they are then delivered again."""
+        """Prefetched messages keep their locks until they expire, as in the SDK; they are
+        then delivered again. A session receiver releases its session (S10.3)."""
         self._cache.clear()
+        if self._session is not None:
+            self._session.release()
 
     def __enter__(self) -> ServiceBusReceiver:
+        _ = self.session  # a session receiver takes its session lock when it opens
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -47,6 +47,7 @@ class Lane:
     DEFERRED = "deferred"
     DEAD_LETTER = "dlq"
     TRANSFER_DEAD_LETTER = "tdlq"
+    SESSION = "session"  # one s row per session: its lock and state (S10)
 
 
 LANES = (Lane.MAIN, Lane.SCHEDULED, Lane.DEFERRED, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER)

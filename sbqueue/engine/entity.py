@@ -45,6 +45,7 @@ from sbqueue.engine.receive import (
     with_bodies,
 )
 from sbqueue.engine.send import SendResult, send_dataframe
+from sbqueue.engine.sessions import Sessions, SessionStateResult
 from sbqueue.engine.settle import Applied, SettleResult, apply_by_sequence, settle_once
 from sbqueue.exceptions import (
     InvalidOperationError,
@@ -135,7 +136,7 @@ class Entity:
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
         return result
 
-    def _require_available(self, partitions: list[int], operation: str) -> None:
+    def require_available(self, partitions: list[int], operation: str) -> None:
         """S14.2: an operation on an unavailable partition fails (checked after
         ``check_status`` read the current fence)."""
         down = sorted(set(partitions) & self.fenced)
@@ -172,7 +173,7 @@ class Entity:
             dead_letter_on_expiry=self.props.dead_lettering_on_message_expiration,
             main_queue=self.lane == Lane.MAIN)
 
-    def _make_attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool,
+    def make_attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool,
                       pass_to: tuple[tuple[int, int], ...] = ()) -> Attempt:
         return Attempt(
             partitions=partitions, share=share, total=total, ctx=self._context(peek_lock),
@@ -184,7 +185,7 @@ class Entity:
     def _attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool
                  ) -> ReceiveResult:
         started = time.monotonic()
-        attempt = self._make_attempt(partitions, share, total, peek_lock)
+        attempt = self.make_attempt(partitions, share, total, peek_lock)
         result = receive_once(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)
         if result.committed:
             self.board.saw_attempt(time.monotonic() - started)
@@ -193,6 +194,7 @@ class Entity:
     def _receive(self, max_messages: int, mode: str) -> ReceiveResult | None:
         """Lease partitions, ask them, commit once; spread over more partitions only when
         the first ones had nothing; on a conflict move on to others (S14.1)."""
+        self._refuse_sessionful()
         if mode not in ("peek_lock", "receive_and_delete"):
             raise InvalidOperationError(
                 f"mode {mode!r} is not 'peek_lock' or 'receive_and_delete' (S5.1)")
@@ -233,14 +235,15 @@ class Entity:
         """
         result = self._receive(max_messages, mode)
         if result is None:
-            return self._none()
+            return self.none()
         return with_bodies(self.spark, self.inbox_path, result)
 
     def receive_partitions(self, partitions: list[int], share: int, mode: str = "peek_lock",
                            total: int | None = None) -> DataFrame:
         """Receive from exactly these partitions, up to ``share`` from each; one commit."""
+        self._refuse_sessionful()
         self.check_status("receive")
-        self._require_available(partitions, "receive")
+        self.require_available(partitions, "receive")
         with self.board.hold(partitions):
             result = retry_conflicts(
                 lambda: self._attempt(partitions, share, total or share * len(partitions),
@@ -248,7 +251,42 @@ class Entity:
                 what=f"receive from {self.name} {partitions}")
         return with_bodies(self.spark, self.inbox_path, result)
 
-    def _none(self) -> DataFrame:
+    def _refuse_sessionful(self) -> None:
+        if self.props.requires_session and self.lane == Lane.MAIN:
+            raise InvalidOperationError(
+                f"{self.path} requires sessions: receive it by session "
+                "(receive_sessions_dataframe, or a session receiver) (S10.2)")
+
+    # -- sessions (S10) --------------------------------------------------------------------
+    @property
+    def sessions(self) -> Sessions:
+        """Session locks, session receives and state; InvalidOperation unless the entity
+        requires sessions (S10.2)."""
+        return Sessions(self)
+
+    def receive_sessions_dataframe(self, max_sessions: int = 8,
+                                   max_messages_per_session: int = 100,
+                                   mode: str = "peek_lock") -> DataFrame:
+        """Lock up to ``max_sessions`` available sessions and return up to
+        ``max_messages_per_session`` messages of each, with ``session_lock_token``: process
+        them with ``groupBy("session_id")`` in sequence order, then settle, set state
+        (``set_session_states``) and ``release_sessions``."""
+        return self.sessions.receive_dataframe(max_sessions, max_messages_per_session, mode)
+
+    def session_states(self) -> DataFrame:
+        """session_id, partition_id, state (bytes or null), locked_until_utc (S10.5)."""
+        return self.sessions.states()
+
+    def set_session_states(self, df: DataFrame) -> SessionStateResult:
+        """Set the state of the sessions of ``df`` (session_id, state, session_lock_token)."""
+        return self.sessions.set_states(df)
+
+    def release_sessions(self, df: DataFrame) -> None:
+        """Release the session locks a ``receive_sessions_dataframe`` result holds."""
+        sessions = self.sessions
+        sessions.release_all(sessions.locks_of(df))
+
+    def none(self) -> DataFrame:
         return self.messages().limit(0).drop("sub_queue")
 
     # -- settle ----------------------------------------------------------------------------
@@ -271,7 +309,7 @@ class Entity:
         self.check_status("receive")
         lanes = (Lane.MAIN, Lane.DEFERRED) if self.lane == Lane.MAIN else (self.lane,)
         partitions = sorted({seq >> COUNTER_BITS for seq, _ in locks})
-        self._require_available(partitions, kind)
+        self.require_available(partitions, kind)
 
         def attempt() -> SettleResult:
             now = utcnow()
@@ -310,7 +348,7 @@ class Entity:
         mode), with bodies; MessageNotFound if one is unknown or locked by another (S6.3)."""
         self.check_status("receive")
         if not sequence_numbers:
-            return self._none()
+            return self.none()
         lane = Lane.DEFERRED if self.lane == Lane.MAIN else self.lane
         ctx = self._context(mode == "peek_lock")
         applied = self._all_by_sequence(
@@ -338,7 +376,7 @@ class Entity:
         seqs = sorted(set(sequence_numbers))
         if not seqs:
             return
-        self._require_available(sorted({seq >> COUNTER_BITS for seq in seqs}), "cancel")
+        self.require_available(sorted({seq >> COUNTER_BITS for seq in seqs}), "cancel")
         self._pass_to(seqs)
         self._all_by_sequence(seqs, (Lane.SCHEDULED, Lane.MAIN), cancel_valid, cancel_outcome(),
                               "cancel", "(unknown, cancelled or already active; S8.4)")
@@ -349,7 +387,7 @@ class Entity:
         """Apply ``outcome`` to every one of ``seqs`` in one commit, or to none of them and
         raise MessageNotFound naming those that are not valid."""
         partitions = sorted({seq >> COUNTER_BITS for seq in seqs})
-        self._require_available(partitions, what)
+        self.require_available(partitions, what)
 
         def attempt() -> Applied:
             return apply_by_sequence(self.spark, self.ledger_path, [(s, None) for s in seqs],
@@ -375,7 +413,7 @@ class Entity:
                       if counters.get(p, 0) < seq & ((1 << COUNTER_BITS) - 1)}
             if not behind:
                 return
-            attempt = self._make_attempt(sorted(behind), 0, 0, True,
+            attempt = self.make_attempt(sorted(behind), 0, 0, True,
                                          pass_to=tuple(sorted(behind.items())))
             with self.board.hold(sorted(behind)):
                 retry_conflicts(lambda a=attempt: receive_once(  # type: ignore[misc]
@@ -397,12 +435,16 @@ class Entity:
                         dedupe_window(self.props))
 
     def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,
-                       after: tuple[datetime, int] | None = None) -> DataFrame:
+                       after: tuple[datetime, int] | None = None,
+                       session_id: str | None = None) -> DataFrame:
         """Messages in enqueued-time then sequence order; no lock, no change, no commit
         (S9.1-S9.3). The main queue shows Active, Deferred and Scheduled messages.
         ``from_sequence``: from that number on, within its partition (S9.3); ``after``:
-        strictly after that (enqueued time, sequence number), to continue a peek (S9.1)."""
+        strictly after that (enqueued time, sequence number), to continue a peek (S9.1);
+        ``session_id``: that session's messages only (a session receiver's peek)."""
         view = self.messages().where(F.col("sub_queue") == _VIEW_NAMES[self.sub_queue])
+        if session_id is not None:
+            view = view.where(F.col("session_id") == session_id)
         seq, time_ = F.col("sequence_number"), F.col("enqueued_time_utc")
         if from_sequence is not None:
             view = view.where((F.col("partition_id") == from_sequence >> COUNTER_BITS)

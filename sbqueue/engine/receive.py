@@ -36,6 +36,7 @@ __all__ = [
     "OUTPUT_COLUMNS",
     "Attempt",
     "ReceiveResult",
+    "deliverable_heads",
     "lock_stamp",
     "merge_scope",
     "receive_once",
@@ -45,6 +46,7 @@ __all__ = [
 
 WINDOW_VERSIONS = 256  # inbox commits one receive reads at most (bounded steps)
 LOOKAHEAD = 256  # inbox rows examined per partition beyond the share
+SESSION_LOOKAHEAD = 4096  # more for a session receive: other sessions' rows come between
 MAX_INDEX = (1 << 62)  # a cursor index past every batch index of its commit
 _P_ROW_COLUMNS = ("cursor_version", "cursor_index", "last_counter", "session_state")
 _CANDIDATE_COLUMNS = [c for c in LEDGER_COLUMNS if c not in _P_ROW_COLUMNS and c != "row_type"]
@@ -66,7 +68,14 @@ class Attempt:
     latest_version: int
     pass_to: tuple[tuple[int, int], ...] = ()  # (partition, seq): the cursor passes it
     dedupe: timedelta | None = None  # the duplicate detection window (S11)
+    sessions: tuple[str, ...] = ()  # only these sessions' messages, ``share`` of each (S10)
 
+    @property
+    def lookahead(self) -> int:
+        """Inbox rows numbered per partition: a share of each session, and beyond it."""
+        if self.sessions:
+            return self.share * len(self.sessions) + SESSION_LOOKAHEAD
+        return self.share + LOOKAHEAD
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,7 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
         narrow = _without_duplicates(spark, inbox, narrow, a.partitions, a.dedupe)
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
-    numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.share + LOOKAHEAD)
+    numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.lookahead)
     counter = _cursor_values(cursors, "counter") + F.col("_rank")
     typed = {name: F.lit(None).cast(LEDGER_TYPES[name]) for name in _CANDIDATE_COLUMNS}
     typed.update({c: F.col(c) for c in (*LOCATOR, "message_id", "session_id",
@@ -174,11 +183,16 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     """Add ``_picked`` and ``_passed``: the rows handed out and the inbox rows the cursor
     moves past. Ranks are by sequence number, so returned messages come first (S5.5)."""
     by_partition = Window.partitionBy("partition_id")
-    marked = candidates.withColumn("_ok", F.coalesce(to_column(deliverable(a.ctx)), F.lit(False)))
+    ok = to_column(deliverable(a.ctx))
+    share_of = ["partition_id", "_ok"]
+    if a.sessions:  # a session's messages in strict sequence order (S10.4)
+        ok = ok & F.col("session_id").isin(list(a.sessions))
+        share_of.append("session_id")
+    marked = candidates.withColumn("_ok", F.coalesce(ok, F.lit(False)))
     marked = marked.withColumn("_rank", F.row_number().over(
-        Window.partitionBy("partition_id", "_ok").orderBy("sequence_number")))
+        Window.partitionBy(*share_of).orderBy("sequence_number")))
     marked = marked.withColumn("_picked", F.col("_ok") & (F.col("_rank") <= a.share))
-    if a.total < a.share * len(a.partitions):
+    if not a.sessions and a.total < a.share * len(a.partitions):
         # Fewer wanted than a share from every partition: the first picks of each, across
         # partitions from a random one on, up to ``total``.
         rotated = F.pmod(F.col("partition_id") + random.randrange(1 << 16), F.lit(1 << 16))
@@ -256,6 +270,18 @@ def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
         *[F.lit(None).cast("long").alias(c)
           for c in ("_commit_version", "_index", "_counter", "_p_version")])
     return candidates, cursors
+
+
+def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt
+                      ) -> DataFrame:
+    """The messages a receive of the main queue could hand out now, at the head of each
+    partition (``a.lookahead`` inbox rows after each cursor): narrow columns, no commit.
+    Sessions with available messages are found here (S10.2)."""
+    candidates, cursors = _read_ledger(spark, ledger_path, a, Lane.MAIN)
+    start = min((c.version for c in cursors), default=0)
+    end = min(a.latest_version, start + WINDOW_VERSIONS)
+    heads = candidates.unionByName(_inbox_candidates(spark, inbox_path, cursors, start, end, a))
+    return heads.where(F.coalesce(to_column(deliverable(a.ctx)), F.lit(False)))
 
 
 def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,

@@ -1,0 +1,68 @@
+"""``ServiceBusSession``: the session a session receiver holds (S10.3, S10.5).
+
+As in azure-servicebus, it is reached as ``receiver.session``; its lock is taken when the
+receiver opens (a given session id, or ``NEXT_AVAILABLE_SESSION``) and released when the
+receiver closes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sbqueue.engine.sessions import SessionLock, Sessions
+from sbqueue.exceptions import SessionLockLostError
+
+__all__ = ["ServiceBusSession"]
+
+
+class ServiceBusSession:
+    """A locked session: its id, lock end, state and lock renewal."""
+
+    def __init__(self, sessions: Sessions, lock: SessionLock) -> None:
+        self._sessions = sessions
+        self._lock = lock
+        self.released = False
+
+    @property
+    def session_id(self) -> str:
+        return self._lock.session_id
+
+    @property
+    def locked_until_utc(self) -> datetime:
+        return self._lock.locked_until
+
+    @property
+    def lock(self) -> SessionLock:
+        return self._lock
+
+    def check_held(self) -> None:
+        """SessionLockLost once the lock has ended or was released (S10.3)."""
+        if self.released or self._lock.locked_until <= datetime.now(timezone.utc):
+            raise SessionLockLostError(
+                f"the lock on session {self.session_id!r} ended at "
+                f"{self._lock.locked_until} (S10.3)")
+
+    def get_state(self, **_: object) -> bytes | None:
+        """The session state, None if never set (S10.5)."""
+        return self._sessions.get_state(self.session_id)
+
+    def set_state(self, state: bytes | str | None, **_: object) -> None:
+        """Store the session state; it outlives the session's messages (S10.5)."""
+        self.check_held()
+        self._sessions.set_state(self._lock, state)
+
+    def renew_lock(self, **_: object) -> datetime:
+        """Extend the session lock by the lock duration; the new end (S10.3)."""
+        self.check_held()
+        self._lock = self._sessions.renew(self._lock)
+        return self._lock.locked_until
+
+    def release(self) -> None:
+        """Give the session up (the receiver closing does this)."""
+        if not self.released:
+            self.released = True
+            self._sessions.release(self._lock)
+
+    def __repr__(self) -> str:
+        return f"ServiceBusSession(session_id={self.session_id!r}, " \
+               f"locked_until_utc={self.locked_until_utc!r})"

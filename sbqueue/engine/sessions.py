@@ -1,0 +1,401 @@
+"""Sessions of an entity (SPEC S10): exclusive locks, ordered receives, session state.
+
+A session is one ``s`` row in the ledger lane ``session`` of its partition (the partition
+its id routes to, S4.1): the holder's lock token, the lock's end and the state. Locking,
+releasing and setting state are guarded MERGEs of those rows, scoped to
+``(partition, lane 'session')``: they never conflict with the receives and settlements of
+the partition (lane ``main``), and two receivers that race for one session cannot both win
+(the loser's guard or Delta's conflict check aborts it). The messages a holder receives are
+locked until the session lock ends; renewing or releasing the session moves those message
+locks in the same commit, so a message lock never outlives or undercuts its session.
+Why: docs/decisions/007-sessions.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from sbqueue.core.routing import partition_for
+from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sessions import check_session_id, lockable, session_held, state_bytes
+from sbqueue.core.sizes import message_limit
+from sbqueue.core.transitions import Lane
+from sbqueue.engine.receive import (
+    SESSION_LOOKAHEAD,
+    ReceiveResult,
+    deliverable_heads,
+    lock_stamp,
+    receive_once,
+    utcnow,
+    with_bodies,
+)
+from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    OperationTimeoutError,
+    SessionCannotBeLockedError,
+    SessionLockLostError,
+    StorageConflictError,
+)
+from sbqueue.store.delta import (
+    EXPECT_COLUMN,
+    OP_COLUMN,
+    RETRYABLE,
+    guarded_merge,
+    retry_conflicts,
+)
+
+if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
+
+__all__ = ["SessionLock", "SessionStateResult", "Sessions"]
+
+KEYS = ["partition_id", "lane", "sequence_number", "session_id"]  # s and m rows alike
+_POLL = (0.2, 2.0)  # first and longest pause while waiting for an available session
+_SPREAD = 4  # a next-available lock picks among this many of the oldest sessions
+
+
+@dataclass(frozen=True)
+class SessionLock:
+    """A session held by one receiver until ``locked_until``."""
+
+    session_id: str
+    partition: int
+    token: str
+    locked_until: datetime
+
+
+@dataclass(frozen=True)
+class SessionStateResult:
+    """Sessions whose state was set, and those whose lock the caller no longer held."""
+
+    set: list[str]
+    lock_lost: list[str]
+
+
+def _aware(row: Row) -> dict[str, Any]:
+    return {k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v
+            for k, v in row.asDict().items()}
+
+
+class Sessions:
+    """The session operations of one entity (a session queue or subscription)."""
+
+    def __init__(self, entity: Entity) -> None:
+        if not entity.props.requires_session or entity.sub_queue:
+            raise InvalidOperationError(
+                f"{entity.path} does not require sessions: receive it without a session "
+                "(S10.2)")
+        self.entity = entity
+        self.spark = entity.spark
+
+    # -- reading s rows --------------------------------------------------------------------
+    def partition_of(self, session_id: str) -> int:
+        return partition_for(session_id, self.entity.partitions)
+
+    def _rows(self, sessions: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The s rows of these sessions, read with literal partition filters; times as
+        aware UTC (Spark hands back naive local times)."""
+        wanted = sorted(set(sessions))
+        if not wanted:
+            return {}
+        parts = sorted({self.partition_of(s) for s in wanted})
+        rows = (self.spark.read.format("delta").load(self.entity.ledger_path)
+                .where(F.col("partition_id").isin(parts) & (F.col("lane") == Lane.SESSION)
+                       & (F.col("row_type") == "s") & F.col("session_id").isin(wanted))
+                .select("session_id", "lock_token", "locked_until_utc", "row_version",
+                        "session_state").collect())
+        return {str(r["session_id"]): _aware(r) for r in rows}
+
+    def get_state(self, session_id: str) -> bytes | None:
+        """The state last set, None if never (S10.5); no lock needed, no commit."""
+        row = self._rows([check_session_id(session_id)]).get(session_id)
+        return None if row is None or row["session_state"] is None else bytes(
+            row["session_state"])
+
+    def states(self) -> DataFrame:
+        """Every session with a state or a lock: session_id, state, locked_until_utc."""
+        return (self.spark.read.format("delta").load(self.entity.ledger_path)
+                .where((F.col("lane") == Lane.SESSION) & (F.col("row_type") == "s"))
+                .select("session_id", "partition_id", F.col("session_state").alias("state"),
+                        "locked_until_utc"))
+
+    def list_ids(self) -> list[str]:
+        """Sessions with messages in the entity or a state (S10.6)."""
+        with_messages = self.entity.messages().where(F.col("session_id").isNotNull()).select(
+            "session_id")
+        with_state = self.states().where(F.col("state").isNotNull()).select("session_id")
+        rows = with_messages.union(with_state).distinct().collect()
+        return sorted(str(r[0]) for r in rows)
+
+    # -- committing s rows -----------------------------------------------------------------
+    def _commit(self, rows: list[dict[str, Any]], partitions: Iterable[int],
+                lanes: tuple[str, ...] = (Lane.SESSION,)) -> None:
+        """One guarded MERGE of full ledger rows (plus EXPECT and OP), on these partitions
+        and lanes only."""
+        schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
+                             StructField(OP_COLUMN, StringType())])
+        changes = self.spark.createDataFrame(
+            [tuple(r.get(c) for c in schema.fieldNames()) for r in rows], schema)
+        parts = ", ".join(str(p) for p in sorted(set(partitions)))
+        scope = (f"t.partition_id IN ({parts}) AND t.lane IN "
+                 f"({', '.join(repr(x) for x in lanes)})")
+        guarded_merge(self.spark, self.entity.ledger_path, scope, KEYS, changes, LEDGER_COLUMNS)
+
+    def _s_row(self, session_id: str, read: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
+        partition = self.partition_of(session_id)
+        row: dict[str, Any] = {
+            "partition_id": partition, "lane": Lane.SESSION, "row_type": "s",
+            "sequence_number": partition << COUNTER_BITS, "session_id": session_id,
+            "row_version": 1 if read is None else int(read["row_version"]) + 1,
+            "session_state": None if read is None else read["session_state"],
+            EXPECT_COLUMN: None if read is None else int(read["row_version"]),
+            OP_COLUMN: "upsert"}
+        if read is not None:
+            row.update(lock_token=read["lock_token"], locked_until_utc=read["locked_until_utc"])
+        row.update(values)
+        return row
+
+    # -- locks -----------------------------------------------------------------------------
+    def _try_lock(self, session_ids: list[str]) -> list[SessionLock]:
+        """Lock those of ``session_ids`` no one holds, in one commit; [] if none is free."""
+        now = utcnow()
+        read = self._rows(session_ids)
+        free = [s for s in session_ids
+                if s not in read or lockable(now).evaluate(read[s])]
+        if not free:
+            return []
+        duration = self.entity.props.lock_duration
+        stamped = lock_stamp(now, duration, self.entity.board.lock_grace())
+        tokens = {s: str(uuid.uuid4()) for s in free}
+        self._commit([self._s_row(s, read.get(s), lock_token=tokens[s],
+                                  locked_until_utc=stamped) for s in free],
+                     {self.partition_of(s) for s in free})
+        told = min(stamped, utcnow() + duration)  # the clock starts at the commit (S5.2)
+        return [SessionLock(s, self.partition_of(s), tokens[s], told) for s in free]
+
+    def lock(self, session_id: str) -> SessionLock:
+        """Take this session; SessionCannotBeLocked if another receiver holds it (S10.2)."""
+        check_session_id(session_id)
+        self.entity.check_status("receive")
+
+        def attempt() -> list[SessionLock]:
+            return self._try_lock([session_id])
+
+        try:
+            got = retry_conflicts(attempt, what=f"lock session {session_id!r}", attempts=3)
+        except StorageConflictError:  # lost every race: others keep locking it
+            got = []
+        if not got:
+            raise SessionCannotBeLockedError(
+                f"session {session_id!r} of {self.entity.path} is locked by another receiver "
+                "(S10.2)")
+        return got[0]
+
+    def available(self, limit: int) -> list[str]:
+        """Up to ``limit`` unlocked sessions with messages available now, oldest first."""
+        entity = self.entity
+        attempt = replace(entity.make_attempt(list(range(entity.partitions)), 0, 0, True),
+                          share=SESSION_LOOKAHEAD)
+        heads = deliverable_heads(self.spark, entity.ledger_path, entity.inbox_path, attempt)
+        oldest = (heads.where(F.col("session_id").isNotNull()).groupBy("session_id")
+                  .agg(F.min("enqueued_time_utc").alias("t"))
+                  .orderBy("t").limit(limit + 64).collect())
+        ids = [str(r[0]) for r in oldest]
+        now = utcnow()
+        held = {s for s, r in self._rows(ids).items()
+                if not lockable(now).evaluate(r)}
+        return [s for s in ids if s not in held][:limit]
+
+    def lock_next(self, wait: float) -> SessionLock:
+        """Any unlocked session with available messages (NEXT_AVAILABLE_SESSION); none
+        within ``wait`` seconds: OperationTimeout (S10.2)."""
+        self.entity.check_status("receive")
+        deadline, pause = time.monotonic() + wait, _POLL[0]
+        while True:
+            got = self._lock_some(1, spread=_SPREAD)
+            if got:
+                return got[0]
+            if time.monotonic() >= deadline:
+                raise OperationTimeoutError(
+                    f"no session of {self.entity.path} with available messages could be "
+                    f"locked within {wait} s (S10.2)")
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, _POLL[1])
+
+    def _lock_some(self, count: int, spread: int = 1) -> list[SessionLock]:
+        """Lock up to ``count`` available sessions in one commit (chosen at random among the
+        ``count * spread`` oldest, so that competing receivers take different ones)."""
+        for _ in range(4):
+            ids = self.available(count * spread)
+            if not ids:
+                return []
+            chosen = sorted(random.sample(ids, min(count, len(ids))))
+            try:
+                got = self._try_lock(chosen)
+            except RETRYABLE:
+                time.sleep(random.uniform(0.05, 0.3))
+                continue
+            if got:
+                return got
+        return []
+
+    def lock_many(self, count: int) -> list[SessionLock]:
+        """Up to ``count`` available sessions, locked in one commit (the DataFrame path)."""
+        self.entity.check_status("receive")
+        return self._lock_some(count)
+
+    def _held_or_lost(self, lock: SessionLock) -> dict[str, Any]:
+        row = self._rows([lock.session_id]).get(lock.session_id)
+        if row is None or not session_held(lock.token, utcnow()).evaluate(row):
+            raise SessionLockLostError(
+                f"the lock on session {lock.session_id!r} of {self.entity.path} expired or "
+                "was taken over (S10.3)")
+        return row
+
+    def _move_message_locks(self, lock: SessionLock, until: datetime | None
+                            ) -> list[dict[str, Any]]:
+        """The session's messages this holder has locked, with their locks moved to
+        ``until`` (None: released, available again)."""
+        rows = (self.spark.read.format("delta").load(self.entity.ledger_path)
+                .where((F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
+                       & (F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
+                       & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
+                .collect())
+        out = []
+        for r in rows:
+            row = r.asDict()
+            row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
+                        "row_version": row["row_version"] + 1, "locked_until_utc": until})
+            if until is None:
+                row["lock_token"] = None
+            out.append(row)
+        return out
+
+    def _relock(self, lock: SessionLock, until: datetime | None) -> None:
+        def attempt() -> None:
+            read = self._held_or_lost(lock)
+            rows = [self._s_row(lock.session_id, read, locked_until_utc=until,
+                                lock_token=lock.token if until else None),
+                    *self._move_message_locks(lock, until)]
+            lanes = (Lane.SESSION, Lane.MAIN) if len(rows) > 1 else (Lane.SESSION,)
+            self._commit(rows, [lock.partition], lanes)
+
+        with self.entity.board.hold([lock.partition]):
+            retry_conflicts(attempt, what=f"session {lock.session_id!r} lock")
+
+    def renew(self, lock: SessionLock) -> SessionLock:
+        """Extend the session lock (and its messages' locks) to now + lock duration
+        (S10.3); SessionLockLost if it ended."""
+        duration = self.entity.props.lock_duration
+        stamped = lock_stamp(utcnow(), duration, self.entity.board.lock_grace())
+        self._relock(lock, stamped)
+        return replace(lock, locked_until=min(stamped, utcnow() + duration))  # as in S5.2
+
+    def release(self, lock: SessionLock) -> None:
+        """Give the session up: its unsettled messages are available again at once. A lock
+        that already ended is left as it is."""
+        with contextlib.suppress(SessionLockLostError):
+            self._relock(lock, None)
+
+    # -- state -----------------------------------------------------------------------------
+    def set_state(self, lock: SessionLock, state: object) -> None:
+        """Store the session state (S10.5): only the holder may, one commit."""
+        data = state_bytes(state, message_limit(self.entity.props.max_message_size_in_kilobytes))
+
+        def attempt() -> None:
+            read = self._held_or_lost(lock)
+            self._commit([self._s_row(lock.session_id, read, session_state=data)],
+                         [lock.partition])
+
+        retry_conflicts(attempt, what=f"set the state of session {lock.session_id!r}")
+
+    def set_states(self, df: DataFrame) -> SessionStateResult:
+        """Set the state of each row of ``df`` (session_id, state, session_lock_token) in
+        one commit; rows whose lock the caller no longer holds are reported, not set."""
+        limit = message_limit(self.entity.props.max_message_size_in_kilobytes)
+        wanted = {str(r["session_id"]): (state_bytes(r["state"], limit),
+                                         str(r["session_lock_token"]))
+                  for r in df.select("session_id", "state", "session_lock_token").collect()}
+
+        def attempt() -> SessionStateResult:
+            now, read = utcnow(), self._rows(wanted)
+            good = [s for s, (_, token) in wanted.items()
+                    if s in read and session_held(token, now).evaluate(read[s])]
+            if good:
+                self._commit([self._s_row(s, read[s], session_state=wanted[s][0])
+                              for s in good], {self.partition_of(s) for s in good})
+            return SessionStateResult(sorted(good), sorted(set(wanted) - set(good)))
+
+        return retry_conflicts(attempt, what=f"set session states of {self.entity.path}")
+
+    # -- receiving -------------------------------------------------------------------------
+    def receive(self, locks: list[SessionLock], share: int, mode: str) -> DataFrame:
+        """Up to ``share`` messages of each locked session, in sequence order (S10.4), one
+        commit; the message locks end with the session lock."""
+        if not locks:
+            return self.entity.none()
+        now = utcnow()
+        lost = [lk.session_id for lk in locks if lk.locked_until <= now]
+        if lost:
+            raise SessionLockLostError(
+                f"the lock on session(s) {lost} of {self.entity.path} ended (S10.3)")
+        self.entity.check_status("receive")
+        partitions = sorted({lk.partition for lk in locks})
+        self.entity.require_available(partitions, "receive")
+        ends = min(lk.locked_until for lk in locks)
+
+        def attempt() -> ReceiveResult:
+            a = self.entity.make_attempt(partitions, share, share * len(locks),
+                                         mode == "peek_lock")
+            a = replace(a, sessions=tuple(sorted(lk.session_id for lk in locks)),
+                        ctx=replace(a.ctx, locked_until=ends))
+            return receive_once(self.spark, self.entity.ledger_path, self.entity.inbox_path,
+                                a, Lane.MAIN)
+
+        with self.entity.board.hold(partitions):
+            result = retry_conflicts(attempt, what=f"session receive on {self.entity.path}")
+        if result.locked_until is not None:
+            result = replace(result, locked_until=ends)
+        return with_bodies(self.spark, self.entity.inbox_path, result)
+
+    def receive_dataframe(self, max_sessions: int, max_messages_per_session: int, mode: str
+                          ) -> DataFrame:
+        """Lock up to ``max_sessions`` available sessions and receive up to
+        ``max_messages_per_session`` of each: the messages with ``session_lock_token`` and
+        ``session_locked_until_utc``, so that a job can process each session in order and
+        settle, set state or release it."""
+        if max_sessions < 1 or max_messages_per_session < 1:
+            raise InvalidOperationError(
+                f"max_sessions={max_sessions}, max_messages_per_session="
+                f"{max_messages_per_session}: each at least 1")
+        locks = self.lock_many(max_sessions)
+        messages = self.receive(locks, max_messages_per_session, mode)
+        held = self.spark.createDataFrame(
+            [(lk.session_id, lk.token, lk.locked_until) for lk in locks],
+            "session_id string, session_lock_token string, session_locked_until_utc timestamp")
+        return messages.join(F.broadcast(held), "session_id", "left")
+
+    def release_all(self, locks: Iterable[SessionLock]) -> None:
+        for lock in locks:
+            self.release(lock)
+
+    def locks_of(self, df: DataFrame) -> list[SessionLock]:
+        """The session locks named by a DataFrame's session_id, session_lock_token and
+        session_locked_until_utc columns."""
+        rows = df.select("session_id", "session_lock_token", "session_locked_until_utc"
+                         ).distinct().collect()
+        return [SessionLock(str(r[0]), self.partition_of(str(r[0])), str(r[1]), r[2])
+                for r in rows if r[1] is not None]
+
