@@ -1,8 +1,8 @@
 """sbqueue: Azure Service Bus partitioned queues and topics on Spark and Delta Lake.
 
 Two faces over one engine: the client shaped like azure-servicebus (``ServiceBusClient``)
-and the Spark-native DataFrame API (``Namespace``). Transactions and topics arrive
-with their own issues.
+and the Spark-native DataFrame API (``Namespace``). Topics arrive with their own
+issue.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from sbqueue.client import (
     ServiceBusSender,
     ServiceBusSession,
     ServiceBusSubQueue,
+    ServiceBusTransaction,
 )
 from sbqueue.engine import Entity, Namespace, SendResult, SettleResult
 from sbqueue.management import ServiceBusAdministrationClient
@@ -41,6 +42,7 @@ __all__ = [
     "ServiceBusSender",
     "ServiceBusSession",
     "ServiceBusSubQueue",
+    "ServiceBusTransaction",
     "SettleResult",
 ]
 __version__ = "0.1.0"

@@ -18,6 +18,7 @@ from sbqueue.client.message import (
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
 from sbqueue.client.session import ServiceBusSession
+from sbqueue.client.transaction import ServiceBusTransaction
 
 __all__ = [
     "NEXT_AVAILABLE_SESSION",
@@ -32,4 +33,5 @@ __all__ = [
     "ServiceBusSender",
     "ServiceBusSession",
     "ServiceBusSubQueue",
+    "ServiceBusTransaction",
 ]

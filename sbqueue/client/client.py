@@ -18,6 +18,7 @@ from sbqueue.client.enums import (
 )
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
+from sbqueue.client.transaction import ServiceBusTransaction
 from sbqueue.core.connection import parse_endpoint
 from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
 from sbqueue.engine.namespace import Namespace
@@ -99,6 +100,11 @@ class ServiceBusClient:
     def list_queue_sessions(self, queue_name: str, **_: Any) -> list[str]:
         """The ids of the queue's sessions that have messages or a state (S10.6)."""
         return self.namespace.entity(queue_name).sessions.list_ids()
+
+    def transaction(self) -> ServiceBusTransaction:
+        """A transaction on one entity (S12): ``with client.transaction() as tx:`` commits
+        its sends, settlements and session state at once on leaving the block."""
+        return ServiceBusTransaction()
 
     def close(self) -> None:
         """Nothing to release: the SparkSession belongs to the application."""

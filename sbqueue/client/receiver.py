@@ -167,8 +167,9 @@ class ServiceBusReceiver:
         return messages
 
     # -- settle ----------------------------------------------------------------------------
-    def _settle(self, message: ServiceBusReceivedMessage, kind: str,
-                reason: str | None = None, description: str | None = None) -> datetime | None:
+    def check_settleable(self, message: ServiceBusReceivedMessage, kind: str) -> str:
+        """The checks a settlement makes before it commits anything (S5.1, S6.6, S10.3);
+        a transaction makes them as each settlement is added. The message's lock token."""
         if not isinstance(message, ServiceBusReceivedMessage):
             raise InvalidOperationError(
                 f"{kind} takes a received message, not {type(message).__name__}")
@@ -190,7 +191,23 @@ class ServiceBusReceiver:
                 raise MessageLockLostError(
                     f"the lock on message {message.sequence_number} expired at "
                     f"{message.locked_until_utc} (S6.6)")
-        result = self._entity.settle([(message.sequence_number, message.lock_token)], kind,
+        return message.lock_token
+
+    @property
+    def entity(self) -> Entity:
+        return self._entity
+
+    @property
+    def holds_session(self) -> bool:
+        return self._session is not None
+
+    def _settle(self, message: ServiceBusReceivedMessage, kind: str,
+                reason: str | None = None, description: str | None = None) -> datetime | None:
+        if kind == "renew" and self._session_id is not None:
+            raise TypeError("session messages cannot be renewed one by one: renew the "
+                            "session lock (receiver.session.renew_lock(), S10.3)")
+        token = self.check_settleable(message, kind)
+        result = self._entity.settle([(message.sequence_number, token)], kind,
                                      reason, description)
         if result.lock_lost and self._session is not None:
             raise SessionLockLostError(
@@ -230,9 +247,6 @@ class ServiceBusReceiver:
 
     def renew_message_lock(self, message: ServiceBusReceivedMessage, **_: Any) -> datetime:
         """Extend the lock to now + lock duration; the new locked-until time (S6.5)."""
-        if self._session_id is not None:
-            raise TypeError("session messages cannot be renewed one by one: renew the "
-                            "session lock (receiver.session.renew_lock(), S10.3)")
         until = self._settle(message, "renew")
         assert until is not None
         return until

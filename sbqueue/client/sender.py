@@ -17,12 +17,12 @@ from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
-__all__ = ["ServiceBusSender"]
+__all__ = ["SendInput", "ServiceBusSender", "as_list"]
 
 SendInput = ServiceBusMessage | ServiceBusMessageBatch | Sequence[ServiceBusMessage]
 
 
-def _as_list(message: SendInput) -> list[ServiceBusMessage]:
+def as_list(message: SendInput) -> list[ServiceBusMessage]:
     if isinstance(message, ServiceBusMessageBatch):
         return list(message.messages)
     if isinstance(message, ServiceBusMessage):
@@ -51,6 +51,10 @@ class ServiceBusSender:
     def _batch_bytes(self) -> int:
         return batch_limit(self._entity.props.max_message_size_in_kilobytes)
 
+    @property
+    def entity(self) -> Entity:
+        return self._entity
+
     def create_message_batch(self, max_size_in_bytes: int | None = None
                              ) -> ServiceBusMessageBatch:
         """An empty batch; at most the entity's batch size (S2.4)."""
@@ -75,7 +79,7 @@ class ServiceBusSender:
     def send_messages(self, message: SendInput, *, timeout: float | None = None,
                       **_: Any) -> None:
         """Store the message(s) in one commit: all of them, or none on an error (S17)."""
-        self._send(_as_list(message))
+        self._send(as_list(message))
 
     def schedule_messages(self, messages: ServiceBusMessage | Sequence[ServiceBusMessage],
                           schedule_time_utc: datetime, **_: Any) -> list[int]:
@@ -85,7 +89,7 @@ class ServiceBusSender:
         if not isinstance(schedule_time_utc, datetime):
             raise InvalidOperationError(
                 f"schedule_time_utc {schedule_time_utc!r} is not a datetime (S8.4)")
-        items = _as_list(messages)
+        items = as_list(messages)
         for m in items:
             m.scheduled_enqueue_time_utc = utc(schedule_time_utc)
         send_id = self._send(items)

@@ -32,6 +32,10 @@ class ServiceBusSession:
         return self._lock.locked_until
 
     @property
+    def sessions(self) -> Sessions:
+        return self._sessions
+
+    @property
     def lock(self) -> SessionLock:
         return self._lock
 

@@ -10,7 +10,8 @@ Row columns read (the ledger's, plus the candidate's ``origin`` 'inbox' or 'ledg
 ``lane state delivery_count lock_token locked_until_utc expires_at_utc
 scheduled_enqueue_time_utc row_version dead_letter_reason dead_letter_error_description``;
 receive adds ``_picked`` (ranked into the caller's share), ``_passed`` (an inbox row the
-partition cursor moves past) and ``_new_token`` (a fresh uuid drawn before the projection,
+partition cursor moves past), ``_void`` (an inbox row of a transaction that never committed:
+passed, never stored, S12.2) and ``_new_token`` (a fresh uuid drawn before the projection,
 so the projection itself is deterministic); settle adds ``_token`` (the caller's token).
 """
 
@@ -119,11 +120,12 @@ def _retired(ctx: ReceiveContext) -> Expr:
 def receive_outcome(ctx: ReceiveContext) -> Outcome:
     """What a receive does to each candidate row (S5.2, S5.3, S6.7, S8.2, S8.4)."""
     picked = col("_picked") == lit(True)
-    retired = ~picked & _retired(ctx)
+    void = col("_void") == lit(True)
+    retired = ~picked & ~void & _retired(ctx)
     to_dlq = retired & (_exhausted(ctx) | lit(ctx.dead_letter_on_expiry))
     from_ledger = col("origin") == "ledger"
     passed_inbox = (col("origin") == "inbox") & (col("_passed") == lit(True))
-    waiting = ~picked & ~retired & passed_inbox  # the cursor moves past it, not handed out
+    waiting = ~picked & ~retired & ~void & passed_inbox  # passed, not handed out
     future = ~_due(ctx.now)
     delivered = col("delivery_count") + 1
     bumped = col("row_version") + 1

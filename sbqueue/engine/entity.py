@@ -121,10 +121,10 @@ class Entity:
 
     # -- send ------------------------------------------------------------------------------
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
-                       incoming_bytes: int = 0) -> SendResult:
+                       incoming_bytes: int = 0, send_id: str | None = None) -> SendResult:
         """Append ``df`` (``body`` plus any message column of S2.1) in one commit.
         ``incoming_bytes``: the send's size when the caller knows it (the client), for the
-        size quota (S1.6)."""
+        size quota (S1.6); ``send_id``: a transaction's (decision 008)."""
         if self.sub_queue:
             raise InvalidOperationError(
                 f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
@@ -132,7 +132,7 @@ class Entity:
         self.check_status("send")
         self._check_quota(incoming_bytes)
         result = send_dataframe(df, self.props, self.inbox_path, round_robin_start,
-                                self.fenced)
+                                self.fenced, send_id)
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
         return result
 

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.columns import to_sql
-from sbqueue.engine.schema import MESSAGE_FIELDS
+from sbqueue.engine.schema import MESSAGE_FIELDS, TRANSACTION_SEND_PREFIX
 
 __all__ = [
     "MESSAGE_VIEW_COLUMNS",
@@ -40,8 +40,12 @@ def _q(name: str) -> str:
     return f"`{name}`"
 
 
+_TX = f"send_id LIKE '{TRANSACTION_SEND_PREFIX}%'"
+
+
 def _accepted(dedupe: timedelta | None) -> str:
-    """The sent rows that are not duplicates (S11.2, ``core.duplicates``)."""
+    """The sent rows that are not duplicates (S11.2, ``core.duplicates``). A transaction's
+    rows are checked when it commits (decision 008), not here."""
     if dedupe is None:
         return "SELECT * FROM sent"
     group = ", ".join(DUPLICATE_GROUP)
@@ -49,8 +53,10 @@ def _accepted(dedupe: timedelta | None) -> str:
   SELECT * FROM (
     SELECT *, lag(enqueued_time_utc) OVER (PARTITION BY {group} ORDER BY _v, batch_index)
            AS {PREVIOUS_TIME}
-    FROM sent)
-  WHERE NOT {to_sql(is_duplicate(dedupe))}"""
+    FROM sent WHERE NOT {_TX})
+  WHERE NOT {to_sql(is_duplicate(dedupe))}
+  UNION ALL
+  SELECT *, CAST(NULL AS TIMESTAMP) AS {PREVIOUS_TIME} FROM sent WHERE {_TX}"""
 
 
 def messages_sql(inbox: str, ledger: str, internal: bool = False,
@@ -73,12 +79,16 @@ cursors AS (
   SELECT partition_id, cursor_version, cursor_index, last_counter
   FROM delta.`{ledger}` WHERE row_type = 'p'
 ),
-pending AS (
+committed AS (SELECT send_id FROM delta.`{ledger}` WHERE row_type = 't'),
+numbered AS (
   SELECT i.*, shiftleft(CAST(i.partition_id AS BIGINT), {COUNTER_BITS}) + c.last_counter
          + row_number() OVER (PARTITION BY i.partition_id ORDER BY i._v, i.batch_index)
          AS sequence_number
   FROM inbox i JOIN cursors c ON i.partition_id = c.partition_id
   WHERE i._v > c.cursor_version OR (i._v = c.cursor_version AND i.batch_index > c.cursor_index)
+),
+pending AS (  -- a transaction's rows are messages once it committed (S12.2)
+  SELECT * FROM numbered WHERE NOT {_TX} OR send_id IN (SELECT send_id FROM committed)
 )
 SELECT sequence_number, partition_id, {fields},
        CASE WHEN scheduled_enqueue_time_utc > current_timestamp() THEN 'Scheduled'

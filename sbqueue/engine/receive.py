@@ -22,20 +22,27 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.transitions import Lane, ReceiveContext, deliverable, receive_outcome
 from sbqueue.engine.columns import project, to_column
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, LOCATOR, MESSAGE_FIELDS
+from sbqueue.engine.schema import (
+    LEDGER_COLUMNS,
+    LEDGER_TYPES,
+    LOCATOR,
+    MESSAGE_FIELDS,
+    TRANSACTION_SEND_PREFIX,
+)
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge, read_appended
 
 __all__ = [
     "OUTPUT_COLUMNS",
     "Attempt",
     "ReceiveResult",
+    "as_aware",
     "deliverable_heads",
     "lock_stamp",
     "merge_scope",
@@ -47,6 +54,7 @@ __all__ = [
 WINDOW_VERSIONS = 256  # inbox commits one receive reads at most (bounded steps)
 LOOKAHEAD = 256  # inbox rows examined per partition beyond the share
 SESSION_LOOKAHEAD = 4096  # more for a session receive: other sessions' rows come between
+PENDING = timedelta(minutes=2)  # a transaction's rows uncommitted for longer never commit
 MAX_INDEX = (1 << 62)  # a cursor index past every batch index of its commit
 _P_ROW_COLUMNS = ("cursor_version", "cursor_index", "last_counter", "session_state")
 _CANDIDATE_COLUMNS = [c for c in LEDGER_COLUMNS if c not in _P_ROW_COLUMNS and c != "row_type"]
@@ -111,10 +119,22 @@ def _cursor_values(cursors: list[Cursor], field: str) -> Column:
     return _by_partition({c.partition: getattr(c, field) for c in cursors})
 
 
+def _transaction_marks(committed: frozenset[str], now: datetime) -> dict[str, Column]:
+    """``_pending`` and ``_void`` of inbox rows: a transaction's row is a message once its
+    commit marker is in the ledger; until then it is pending (the cursor stops before it),
+    and once the transaction can no longer commit it is void (passed, never a message).
+    Its sequence number is reserved either way, so no other number ever moves (S12.2)."""
+    tx = F.col("send_id").startswith(TRANSACTION_SEND_PREFIX)
+    done = F.col("send_id").isin(sorted(committed)) if committed else F.lit(False)
+    waiting = tx & ~done
+    recent = F.col("enqueued_time_utc") > F.lit(now - PENDING).cast("timestamp")
+    return {"_pending": waiting & recent, "_void": waiting & ~recent}
+
+
 def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], start: int,
-                      end: int, a: Attempt) -> DataFrame:
+                      end: int, a: Attempt, committed: frozenset[str]) -> DataFrame:
     """The inbox rows after each cursor in commits ``start..end``, numbered, at most
-    share + LOOKAHEAD a partition. The cursors are literals: no join, no broadcast job."""
+    ``a.lookahead`` a partition. The cursors are literals: no join, no broadcast job."""
     after = F.lit(False)
     for c in cursors:
         after = after | ((F.col("partition_id") == c.partition) & (
@@ -130,7 +150,9 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
         narrow = _without_duplicates(spark, inbox, narrow, a.partitions, a.dedupe)
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
-    numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.lookahead)
+    numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.lookahead
+                                                      ).withColumns(
+        _transaction_marks(committed, a.ctx.now))
     counter = _cursor_values(cursors, "counter") + F.col("_rank")
     typed = {name: F.lit(None).cast(LEDGER_TYPES[name]) for name in _CANDIDATE_COLUMNS}
     typed.update({c: F.col(c) for c in (*LOCATOR, "message_id", "session_id",
@@ -145,7 +167,8 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
     return numbered.select(
         *[typed[c].alias(c) for c in _CANDIDATE_COLUMNS], F.lit("inbox").alias("origin"),
         F.col("_commit_version"), F.col("batch_index").alias("_index"),
-        counter.alias("_counter"), _cursor_values(cursors, "p_version").alias("_p_version"))
+        counter.alias("_counter"), _cursor_values(cursors, "p_version").alias("_p_version"),
+        "_pending", "_void")
 
 
 def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame,
@@ -160,6 +183,7 @@ def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame,
         return narrow
     recent = spark.read.format("delta").load(inbox).where(
         F.col("partition_id").isin(partitions) & F.col("targets").isNull()
+        & ~F.col("send_id").startswith(TRANSACTION_SEND_PREFIX)  # checked at commit
         & F.col("enqueued_time_utc").between(F.lit(bounds[0] - window), F.lit(bounds[1]))
     ).select(*LOCATOR, *DUPLICATE_GROUP[1:], "enqueued_time_utc",
              F.col("_metadata.row_commit_version").alias("_v"))
@@ -183,7 +207,7 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     """Add ``_picked`` and ``_passed``: the rows handed out and the inbox rows the cursor
     moves past. Ranks are by sequence number, so returned messages come first (S5.5)."""
     by_partition = Window.partitionBy("partition_id")
-    ok = to_column(deliverable(a.ctx))
+    ok = to_column(deliverable(a.ctx)) & ~F.col("_pending") & ~F.col("_void")
     share_of = ["partition_id", "_ok"]
     if a.sessions:  # a session's messages in strict sequence order (S10.4)
         ok = ok & F.col("session_id").isin(list(a.sessions))
@@ -208,6 +232,9 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     if a.pass_to:  # moved past without handing out (to cancel a scheduled message)
         floor = F.coalesce(_by_partition(dict(a.pass_to)), F.lit(-1))
         limit = F.greatest(limit, floor)
+    # Never past a transaction still committing: its rows may yet become messages.
+    first_pending = F.min(F.when(F.col("_pending"), seq)).over(by_partition)
+    limit = F.when(first_pending.isNull(), limit).otherwise(F.least(limit, first_pending - 1))
     left = F.sum((F.col("_ok") & ~F.col("_picked")).cast("int")).over(by_partition)
     passed = inbox & (seq <= limit)
     # The row the cursor moves to, marked here so that the cursor change is a filter of the
@@ -253,23 +280,26 @@ def _idle_cursors(spark: SparkSession, decided: DataFrame, cursors: list[Cursor]
 
 
 def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
-                 ) -> tuple[DataFrame, list[Cursor]]:
-    """(the candidate ledger rows, checkpointed; the cursors). One scan of the ledger,
-    narrow columns only."""
+                 ) -> tuple[DataFrame, list[Cursor], frozenset[str]]:
+    """(the candidate ledger rows, checkpointed; the cursors; the send ids of committed
+    transactions). One scan of the ledger, narrow columns only."""
     ledger = spark.read.format("delta").load(ledger_path).where(
         F.col("partition_id").isin(a.partitions))
-    cursor_rows = (F.col("row_type") == "p") & (F.col("lane") == Lane.MAIN)
-    slice_ = ledger.where(cursor_rows | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
+    heads = F.col("row_type").isin("p", "t") & (F.col("lane") == Lane.MAIN)  # cursors, commits
+    slice_ = ledger.where(heads | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
     slice_ = slice_.select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version", "cursor_index",
                            "last_counter").localCheckpoint()
-    cursors = [Cursor(*(int(v) for v in r)) for r in slice_.where(F.col("row_type") == "p")
-               .select("partition_id", "cursor_version", "cursor_index", "last_counter",
-                       "row_version").collect()]
+    rows = slice_.where(F.col("row_type") != "m").select(
+        "row_type", "partition_id", "cursor_version", "cursor_index", "last_counter",
+        "row_version", "send_id").collect()
+    cursors = [Cursor(*(int(v) for v in r[1:6])) for r in rows if r[0] == "p"]
+    committed = frozenset(str(r[6]) for r in rows if r[0] == "t")
     candidates = slice_.where(F.col("row_type") == "m").select(
         *_CANDIDATE_COLUMNS, F.lit("ledger").alias("origin"),
         *[F.lit(None).cast("long").alias(c)
-          for c in ("_commit_version", "_index", "_counter", "_p_version")])
-    return candidates, cursors
+          for c in ("_commit_version", "_index", "_counter", "_p_version")],
+        F.lit(False).alias("_pending"), F.lit(False).alias("_void"))
+    return candidates, cursors, committed
 
 
 def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt
@@ -277,23 +307,25 @@ def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a:
     """The messages a receive of the main queue could hand out now, at the head of each
     partition (``a.lookahead`` inbox rows after each cursor): narrow columns, no commit.
     Sessions with available messages are found here (S10.2)."""
-    candidates, cursors = _read_ledger(spark, ledger_path, a, Lane.MAIN)
+    candidates, cursors, committed = _read_ledger(spark, ledger_path, a, Lane.MAIN)
     start = min((c.version for c in cursors), default=0)
     end = min(a.latest_version, start + WINDOW_VERSIONS)
-    heads = candidates.unionByName(_inbox_candidates(spark, inbox_path, cursors, start, end, a))
-    return heads.where(F.coalesce(to_column(deliverable(a.ctx)), F.lit(False)))
+    heads = candidates.unionByName(
+        _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
+    ok = to_column(deliverable(a.ctx)) & ~F.col("_pending") & ~F.col("_void")
+    return heads.where(F.coalesce(ok, F.lit(False)))
 
 
 def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
              lane: str) -> DataFrame:
     """The change rows of one attempt; the decision is checkpointed once, so lock tokens
     are drawn once and every later use reads the same rows."""
-    candidates, cursors = _read_ledger(spark, ledger_path, a, lane)
+    candidates, cursors, committed = _read_ledger(spark, ledger_path, a, lane)
     start = min((c.version for c in cursors), default=0)
     end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
     if lane == Lane.MAIN:
         candidates = candidates.unionByName(
-            _inbox_candidates(spark, inbox_path, cursors, start, end, a))
+            _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
     decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
     decided = decided.withColumns({"_old_lane": F.col("lane"),
                                    "_read_version": F.col("row_version")}).localCheckpoint()
@@ -397,3 +429,10 @@ def lock_stamp(now: datetime, lock_duration: timedelta, grace: float) -> datetim
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def as_aware(row: Row) -> dict[str, Any]:
+    """A collected row as a dict with aware UTC times (Spark hands back naive local ones),
+    for the pure rules of ``sbqueue.core`` to evaluate."""
+    return {k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v
+            for k, v in row.asDict().items()}

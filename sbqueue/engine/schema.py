@@ -9,6 +9,10 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
         ``m`` row per message the cursor has passed that is still in the entity (locked,
         returned, deferred, scheduled, dead-lettered). A row points at its inbox row by
         (segment, send_id, batch_index). Why: docs/decisions/004-cursor-layout.md.
+        Also one ``s`` row per session (lane ``session``: its lock and state, decision 007)
+        and one ``t`` row per committed transaction (lane ``main``: its commit marker,
+        decision 008). Every row is keyed by (partition_id, sequence_number): s and t rows
+        take negative numbers drawn from a 62-bit hash of their session or send id.
 """
 
 from __future__ import annotations
@@ -37,10 +41,14 @@ __all__ = [
     "MESSAGE_FIELDS",
     "SEGMENT_SECONDS",
     "STATE_FIELDS",
+    "TRANSACTION_SEND_PREFIX",
 ]
 
 SEGMENT_SECONDS = 3600  # inbox segment width: purge drops whole, fully passed segments
 LOCATOR = ["partition_id", "segment", "send_id", "batch_index"]  # an inbox row's identity
+# The send id of a transaction's inbox rows: they are invisible until a ``t`` row (the
+# commit marker, lane main) with that send id is in the ledger (S12.2, decision 008).
+TRANSACTION_SEND_PREFIX = "tx-"
 
 # The message as sent (SPEC S2.1) plus what the broker stamps at send.
 MESSAGE_FIELDS: list[StructField] = [

@@ -288,10 +288,11 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
 
 
 def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
-                   round_robin_start: int = 0, fenced: frozenset[int] = frozenset()
-                   ) -> SendResult:
-    """Append ``df`` to the inbox in one commit; a bad row stores nothing."""
-    send_id = uuid.uuid4().hex
+                   round_robin_start: int = 0, fenced: frozenset[int] = frozenset(),
+                   send_id: str | None = None) -> SendResult:
+    """Append ``df`` to the inbox in one commit; a bad row stores nothing. ``send_id``: a
+    transaction's (its rows stay invisible until it commits, decision 008)."""
+    send_id = send_id or uuid.uuid4().hex
     counted = Observation(f"send-{send_id}")
     rows = prepare_send(df, props, round_robin_start, fenced).withColumn("send_id",
                                                                         F.lit(send_id))

@@ -19,28 +19,28 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sbqueue.core.routing import partition_for
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sequence import row_key
 from sbqueue.core.sessions import check_session_id, lockable, session_held, state_bytes
 from sbqueue.core.sizes import message_limit
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive import (
     SESSION_LOOKAHEAD,
     ReceiveResult,
+    as_aware,
     deliverable_heads,
     lock_stamp,
     receive_once,
     utcnow,
     with_bodies,
 )
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA
+from sbqueue.engine.settle import merge_rows
 from sbqueue.exceptions import (
     InvalidOperationError,
     OperationTimeoutError,
@@ -53,7 +53,6 @@ from sbqueue.store.delta import (
     OP_COLUMN,
     RETRYABLE,
     StaleRead,
-    guarded_merge,
     retry_conflicts,
 )
 
@@ -62,7 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionLock", "SessionStateResult", "Sessions"]
 
-KEYS = ["partition_id", "lane", "sequence_number", "session_id"]  # s and m rows alike
 _POLL = (0.2, 2.0)  # first and longest pause while waiting for an available session
 _SPREAD = 4  # a next-available lock picks among this many of the oldest sessions
 
@@ -83,11 +81,6 @@ class SessionStateResult:
 
     set: list[str]
     lock_lost: list[str]
-
-
-def _aware(row: Row) -> dict[str, Any]:
-    return {k: v.astimezone(timezone.utc) if isinstance(v, datetime) else v
-            for k, v in row.asDict().items()}
 
 
 class Sessions:
@@ -117,7 +110,7 @@ class Sessions:
                        & (F.col("row_type") == "s") & F.col("session_id").isin(wanted))
                 .select("session_id", "lock_token", "locked_until_utc", "row_version",
                         "session_state").collect())
-        return {str(r["session_id"]): _aware(r) for r in rows}
+        return {str(r["session_id"]): as_aware(r) for r in rows}
 
     def get_state(self, session_id: str) -> bytes | None:
         """The state last set, None if never (S10.5); no lock needed, no commit."""
@@ -143,22 +136,13 @@ class Sessions:
     # -- committing s rows -----------------------------------------------------------------
     def _commit(self, rows: list[dict[str, Any]], partitions: Iterable[int],
                 lanes: tuple[str, ...] = (Lane.SESSION,)) -> None:
-        """One guarded MERGE of full ledger rows (plus EXPECT and OP), on these partitions
-        and lanes only."""
-        schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
-                             StructField(OP_COLUMN, StringType())])
-        changes = self.spark.createDataFrame(
-            [tuple(r.get(c) for c in schema.fieldNames()) for r in rows], schema)
-        parts = ", ".join(str(p) for p in sorted(set(partitions)))
-        scope = (f"t.partition_id IN ({parts}) AND t.lane IN "
-                 f"({', '.join(repr(x) for x in lanes)})")
-        guarded_merge(self.spark, self.entity.ledger_path, scope, KEYS, changes, LEDGER_COLUMNS)
+        merge_rows(self.spark, self.entity.ledger_path, rows, partitions, lanes)
 
-    def _s_row(self, session_id: str, read: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
+    def s_row(self, session_id: str, read: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
         partition = self.partition_of(session_id)
         row: dict[str, Any] = {
             "partition_id": partition, "lane": Lane.SESSION, "row_type": "s",
-            "sequence_number": partition << COUNTER_BITS, "session_id": session_id,
+            "sequence_number": row_key("s", session_id), "session_id": session_id,
             "row_version": 1 if read is None else int(read["row_version"]) + 1,
             "session_state": None if read is None else read["session_state"],
             EXPECT_COLUMN: None if read is None else int(read["row_version"]),
@@ -180,7 +164,7 @@ class Sessions:
         duration = self.entity.props.lock_duration
         stamped = lock_stamp(now, duration, self.entity.board.lock_grace())
         tokens = {s: str(uuid.uuid4()) for s in free}
-        self._commit([self._s_row(s, read.get(s), lock_token=tokens[s],
+        self._commit([self.s_row(s, read.get(s), lock_token=tokens[s],
                                   locked_until_utc=stamped) for s in free],
                      {self.partition_of(s) for s in free})
         self.entity.board.saw_attempt((utcnow() - now).total_seconds())
@@ -267,7 +251,7 @@ class Sessions:
         self.entity.check_status("receive")
         return self._lock_some(count)
 
-    def _held_or_lost(self, lock: SessionLock) -> dict[str, Any]:
+    def held_row(self, lock: SessionLock) -> dict[str, Any]:
         row = self._rows([lock.session_id]).get(lock.session_id)
         if row is None or not session_held(lock.token, utcnow()).evaluate(row):
             raise SessionLockLostError(
@@ -296,8 +280,8 @@ class Sessions:
 
     def _relock(self, lock: SessionLock, until: datetime | None) -> None:
         def attempt() -> None:
-            read = self._held_or_lost(lock)
-            rows = [self._s_row(lock.session_id, read, locked_until_utc=until,
+            read = self.held_row(lock)
+            rows = [self.s_row(lock.session_id, read, locked_until_utc=until,
                                 lock_token=lock.token if until else None),
                     *self._move_message_locks(lock, until)]
             lanes = (Lane.SESSION, Lane.MAIN) if len(rows) > 1 else (Lane.SESSION,)
@@ -326,8 +310,8 @@ class Sessions:
         data = state_bytes(state, message_limit(self.entity.props.max_message_size_in_kilobytes))
 
         def attempt() -> None:
-            read = self._held_or_lost(lock)
-            self._commit([self._s_row(lock.session_id, read, session_state=data)],
+            read = self.held_row(lock)
+            self._commit([self.s_row(lock.session_id, read, session_state=data)],
                          [lock.partition])
 
         retry_conflicts(attempt, what=f"set the state of session {lock.session_id!r}")
@@ -345,7 +329,7 @@ class Sessions:
             good = [s for s, (_, token) in wanted.items()
                     if s in read and session_held(token, now).evaluate(read[s])]
             if good:
-                self._commit([self._s_row(s, read[s], session_state=wanted[s][0])
+                self._commit([self.s_row(s, read[s], session_state=wanted[s][0])
                               for s in good], {self.partition_of(s) for s in good})
             return SessionStateResult(sorted(good), sorted(set(wanted) - set(good)))
 

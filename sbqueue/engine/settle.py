@@ -8,21 +8,24 @@ commit conflicts only with work on those partitions (S14.1).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sbqueue.core.expr import Expr
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.transitions import Outcome, SettleContext, settle_outcome, settle_valid
 from sbqueue.engine.columns import project, to_column
 from sbqueue.engine.receive import merge_scope
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, LOCATOR
+from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, LEDGER_TYPES, LOCATOR
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge
 
-__all__ = ["Applied", "SettleResult", "apply_by_sequence", "settle_once"]
+__all__ = ["Applied", "SettleResult", "apply_by_sequence", "merge_rows", "settle_once"]
 
 
 @dataclass
@@ -98,3 +101,19 @@ def settle_once(spark: SparkSession, ledger_path: str, locks: list[tuple[int, st
     return SettleResult(settled=len(applied.valid), lock_lost=applied.invalid,
                         already_settled=applied.missing,
                         locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
+
+
+def merge_rows(spark: SparkSession, ledger_path: str, rows: list[dict[str, Any]],
+               partitions: Iterable[int], lanes: Iterable[str]) -> None:
+    """Commit full ledger rows built on the driver (each with EXPECT_COLUMN and OP_COLUMN)
+    in one guarded MERGE scoped to these partitions and lanes: a session's lock or state, a
+    transaction. Rows are keyed by (partition_id, sequence_number) (schema.py)."""
+    schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
+                         StructField(OP_COLUMN, StringType())])
+    changes = spark.createDataFrame(
+        [tuple(r.get(c) for c in schema.fieldNames()) for r in rows], schema)
+    parts = ", ".join(str(int(p)) for p in sorted(set(partitions)))
+    scope = (f"t.partition_id IN ({parts}) AND t.lane IN "
+             f"({', '.join(repr(str(x)) for x in sorted(set(lanes)))})")
+    guarded_merge(spark, ledger_path, scope, ["partition_id", "sequence_number"], changes,
+                  LEDGER_COLUMNS)

@@ -34,6 +34,7 @@ SCHEMA = T.StructType([
     T.StructField("dead_letter_error_description", T.StringType()),
     T.StructField("dead_letter_source", T.StringType()),
     T.StructField("_picked", T.BooleanType()), T.StructField("_passed", T.BooleanType()),
+    T.StructField("_void", T.BooleanType()),
     T.StructField("_new_token", T.StringType()), T.StructField("_token", T.StringType()),
 ])
 
@@ -43,7 +44,7 @@ def _row(**kw: Any) -> dict[str, Any]:
             "lock_token": None, "locked_until_utc": None, "expires_at_utc": None,
             "scheduled_enqueue_time_utc": None, "row_version": 4, "dead_letter_reason": None,
             "dead_letter_error_description": None, "dead_letter_source": None,
-            "_picked": False, "_passed": False, "_new_token": "new", "_token": None}
+            "_picked": False, "_passed": False, "_void": False, "_new_token": "new", "_token": None}
     return {**base, **kw}
 
 

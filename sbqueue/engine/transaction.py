@@ -1,0 +1,252 @@
+"""Committing a transaction (SPEC S12): everything at one point, one Delta commit.
+
+Data flow (docs/decisions/008-transactions.md):
+
+1. Check: every settlement's lock (the rows read by sequence number, ``settle_valid``), the
+   session lock of a state change, the transaction's age, and (duplicate detection) which
+   of its messages are already known. A failure here writes nothing.
+2. Append the messages to the inbox under a send id ``tx-...``: the rows are invisible to
+   receives, peek and the SQL view; their sequence numbers are reserved.
+3. One guarded MERGE into the transaction's ledger partition: the settlements
+   (``settle_outcome`` evaluated on the rows as read), the session state, the commit
+   marker (a ``t`` row naming the send id: from here on the messages exist) and the
+   partition's cursor row, whose version the MERGE expects, so that a receive that passed
+   the rows as void (too old to commit) and this commit can never both succeed.
+
+A crash before 3 leaves only invisible rows, which receives pass as void once the
+transaction can no longer commit (``receive.PENDING``); a crash after 3 has committed all.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sbqueue.core.duplicates import dedupe_window
+from sbqueue.core.sequence import row_key
+from sbqueue.core.transactions import TIMEOUT
+from sbqueue.core.transitions import Lane, SettleContext, settle_outcome, settle_valid
+from sbqueue.engine.receive import PENDING, as_aware, lock_stamp, utcnow
+from sbqueue.engine.schema import TRANSACTION_SEND_PREFIX
+from sbqueue.engine.sessions import SessionLock
+from sbqueue.engine.settle import merge_rows
+from sbqueue.exceptions import (
+    MessageAlreadySettled,
+    MessageLockLostError,
+    OperationTimeoutError,
+    SessionLockLostError,
+    StorageConflictError,
+)
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, RETRYABLE, latest_version
+
+if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
+
+__all__ = ["Settlement", "TransactionPlan", "TransactionResult", "commit_transaction"]
+
+COMMIT_MARGIN = timedelta(seconds=30)  # the MERGE starts this long before rows turn void
+COMMIT_ATTEMPTS = 12
+
+
+@dataclass(frozen=True)
+class Settlement:
+    sequence_number: int
+    lock_token: str
+    kind: str  # complete | abandon | defer | dead_letter | renew
+    lanes: tuple[str, ...]
+    reason: str | None = None
+    description: str | None = None
+    session: bool = False  # a session message: a lost lock is the session's (S10.3)
+
+
+@dataclass
+class TransactionPlan:
+    """Everything one transaction does, on one partition of one entity."""
+
+    partition: int
+    started: datetime
+    sends: DataFrame | None = None
+    send_bytes: int = 0
+    message_ids: list[str] = field(default_factory=list)
+    settlements: list[Settlement] = field(default_factory=list)
+    state: tuple[SessionLock, bytes | None] | None = None
+
+
+@dataclass(frozen=True)
+class TransactionResult:
+    send_id: str | None
+    dropped: list[str]  # message ids already known: duplicates, not sent (S11)
+    renewed_until: datetime | None
+
+
+def _read_settled(entity: Entity, plan: TransactionPlan) -> dict[int, dict[str, Any]]:
+    """The ledger rows of the settled messages, by sequence number."""
+    if not plan.settlements:
+        return {}
+    seqs = sorted({s.sequence_number for s in plan.settlements})
+    lanes = sorted({lane for s in plan.settlements for lane in s.lanes})
+    rows = (entity.spark.read.format("delta").load(entity.ledger_path)
+            .where((F.col("partition_id") == plan.partition) & F.col("lane").isin(lanes)
+                   & (F.col("row_type") == "m") & F.col("sequence_number").isin(seqs))
+            .collect())
+    return {int(r["sequence_number"]): as_aware(r) for r in rows}
+
+
+def _settled_rows(entity: Entity, plan: TransactionPlan, now: datetime
+                  ) -> tuple[list[dict[str, Any]], datetime | None]:
+    """The settlements as changed rows; raises (nothing written) if one is not valid."""
+    found = _read_settled(entity, plan)
+    renewed = lock_stamp(now, entity.props.lock_duration, 0.0)
+    out = []
+    for s in plan.settlements:
+        row = found.get(s.sequence_number)
+        if row is None:
+            raise MessageAlreadySettled(
+                f"message {s.sequence_number} was settled already; the transaction commits "
+                "nothing (S6.6, S12.2)")
+        if not settle_valid(now).evaluate({**row, "_token": s.lock_token}):
+            error = SessionLockLostError if s.session else MessageLockLostError
+            raise error(f"the lock on message {s.sequence_number} is no longer valid; the "
+                        "transaction commits nothing (S6.6, S12.2)")
+        ctx = SettleContext(now=now, kind=s.kind,
+                            max_delivery_count=entity.props.max_delivery_count,
+                            renewed_until=renewed, reason=s.reason, description=s.description)
+        outcome = settle_outcome(ctx)
+        changed = {**row, **{k: v.evaluate(row) for k, v in outcome.items()
+                             if not k.startswith("_")}}
+        changed.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: outcome["_op"].evaluate(row)})
+        out.append(changed)
+    return out, renewed if any(s.kind == "renew" for s in plan.settlements) else None
+
+
+def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str]:
+    """Message ids of the transaction already sent within the duplicate detection window
+    (by a send, or by a committed transaction) (S11.2)."""
+    window = dedupe_window(entity.props)
+    if window is None or not plan.message_ids:
+        return []
+    since = F.lit(now - window).cast("timestamp")
+    committed = [r[0] for r in entity.spark.read.format("delta").load(entity.ledger_path)
+                 .where((F.col("partition_id") == plan.partition) & (F.col("row_type") == "t"))
+                 .select("send_id").collect()]
+    tx = F.col("send_id").startswith(TRANSACTION_SEND_PREFIX)
+    rows = (entity.spark.read.format("delta").load(entity.inbox_path)
+            .where((F.col("partition_id") == plan.partition) & F.col("targets").isNull()
+                   & F.col("message_id").isin(plan.message_ids)
+                   & (F.col("enqueued_time_utc") >= since)
+                   & (~tx | F.col("send_id").isin(committed)))
+            .select("message_id").distinct().collect())
+    return sorted(str(r[0]) for r in rows)
+
+
+def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
+    rows = (entity.spark.read.format("delta").load(entity.ledger_path)
+            .where((F.col("partition_id") == partition) & (F.col("lane") == Lane.MAIN)
+                   & (F.col("row_type") == "p")).collect())
+    row = as_aware(rows[0])
+    row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
+                "row_version": row["row_version"] + 1})
+    return row
+
+
+def _append_version(entity: Entity, partition: int, send_id: str) -> int:
+    """The inbox commit that holds the transaction's rows (data skipping on send_id)."""
+    row = (entity.spark.read.format("delta").load(entity.inbox_path)
+           .where((F.col("partition_id") == partition) & (F.col("send_id") == send_id))
+           .select(F.max("_metadata.row_commit_version")).first())
+    return int(row[0]) if row and row[0] is not None else latest_version(
+        entity.spark, entity.inbox_path)
+
+
+def _marker(partition: int, send_id: str, now: datetime, version: int) -> dict[str, Any]:
+    return {"partition_id": partition, "lane": Lane.MAIN, "row_type": "t",
+            "sequence_number": row_key("t", send_id), "row_version": 1, "send_id": send_id,
+            "enqueued_time_utc": now, "cursor_version": version,
+            EXPECT_COLUMN: None, OP_COLUMN: "upsert"}
+
+
+def _state_row(entity: Entity, plan: TransactionPlan) -> list[dict[str, Any]]:
+    if plan.state is None:
+        return []
+    lock, data = plan.state
+    sessions = entity.sessions
+    read = sessions.held_row(lock)
+    return [sessions.s_row(lock.session_id, read, session_state=data)]
+
+
+def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
+                       ) -> TransactionResult:
+    """Commit ``plan`` at one point or not at all (S12.2). ``crash``: a test's hook, called
+    with the step name before each step (the kill tests)."""
+    step = crash or (lambda _: None)
+    now = utcnow()
+    if now - plan.started > TIMEOUT:
+        raise OperationTimeoutError(
+            f"the transaction began at {plan.started}, more than {TIMEOUT} ago; nothing of "
+            "it was committed (S12.4)")
+    if plan.sends is not None:
+        entity.check_status("send")
+    if plan.settlements or plan.state is not None:
+        entity.check_status("receive")
+    entity.require_available([plan.partition], "transaction")
+    _settled_rows(entity, plan, now)  # fail before writing anything
+    _state_row(entity, plan)
+    dropped = _known_ids(entity, plan, now)
+    send_id, appended_at, version = None, now, None
+    sends = plan.sends
+    if sends is not None and dropped:
+        sends = sends.where(~F.col("message_id").isin(dropped))
+    step("before_append")
+    if sends is not None and len(dropped) < len(plan.message_ids):
+        send_id = f"{TRANSACTION_SEND_PREFIX}{uuid.uuid4().hex}"
+        appended_at = utcnow()
+        entity.send_dataframe(sends, incoming_bytes=plan.send_bytes, send_id=send_id)
+        version = _append_version(entity, plan.partition, send_id)
+    step("before_commit")
+    renewed = _commit(entity, plan, send_id, version, appended_at, step)
+    step("after_commit")
+    return TransactionResult(send_id=send_id, dropped=dropped, renewed_until=renewed)
+
+
+def _commit(entity: Entity, plan: TransactionPlan, send_id: str | None, version: int | None,
+            appended_at: datetime, step: Any) -> datetime | None:
+    """The one MERGE, retried on a conflict with the checks re-run, until the appended rows
+    come too close to turning void."""
+    with entity.board.hold([plan.partition]):
+        for attempt in range(COMMIT_ATTEMPTS):
+            now = utcnow()
+            if send_id is not None and now - appended_at > PENDING - COMMIT_MARGIN:
+                raise OperationTimeoutError(
+                    "the transaction could not commit in time; nothing of it was committed "
+                    "(S12.4)")
+            settled, renewed = _settled_rows(entity, plan, now)
+            rows = [*settled, *_state_row(entity, plan)]
+            lanes = {Lane.MAIN, *(lane for s in plan.settlements for lane in s.lanes)}
+            if plan.state is not None:
+                lanes.add(Lane.SESSION)
+            if send_id is not None:
+                cursor = _cursor_row(entity, plan.partition)
+                if int(cursor["cursor_version"]) >= (version or 0):
+                    raise OperationTimeoutError(  # passed as void: it can never commit now
+                        "the transaction's messages were given up before it committed; "
+                        "nothing of it was committed (S12.4)")
+                rows += [cursor, _marker(plan.partition, send_id, now, version or 0)]
+            if not rows:
+                return None
+            try:
+                step("during_commit")
+                merge_rows(entity.spark, entity.ledger_path, rows, [plan.partition], lanes)
+                return renewed
+            except RETRYABLE:
+                time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
+    raise StorageConflictError(
+        f"the transaction on {entity.path} conflicted with concurrent work "
+        f"{COMMIT_ATTEMPTS} times; nothing of it was committed")
+
