@@ -151,8 +151,11 @@ class ServiceBusTransaction:
                 message.locked_until_utc = result.renewed_until
             else:
                 message.settled = True
-        if result.send_id and any(m.scheduled_enqueue_time_utc for m in self._messages):
-            self._scheduled[:] = entity.sequence_numbers(result.send_id)
+        sent = [m for m in self._messages if m.message_id not in result.dropped]
+        if result.send_id and any(m.scheduled_enqueue_time_utc for m in sent):
+            numbers = entity.sequence_numbers(result.send_id)  # in send order
+            self._scheduled[:] = [n for n, m in zip(numbers, sent, strict=True)
+                                  if m.scheduled_enqueue_time_utc is not None]
 
     def rollback(self) -> None:
         """Drop everything; nothing was written."""

@@ -207,7 +207,13 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     """Add ``_picked`` and ``_passed``: the rows handed out and the inbox rows the cursor
     moves past. Ranks are by sequence number, so returned messages come first (S5.5)."""
     by_partition = Window.partitionBy("partition_id")
-    ok = to_column(deliverable(a.ctx)) & ~F.col("_pending") & ~F.col("_void")
+    seq = F.col("sequence_number")
+    # Nothing at or after a transaction still committing: its rows may yet be messages,
+    # and the cursor cannot pass them.
+    first_pending = F.min(F.when(F.col("_pending"), seq)).over(by_partition)
+    candidates = candidates.withColumn("_first_pending", first_pending)
+    ok = (to_column(deliverable(a.ctx)) & ~F.col("_void")
+          & (F.col("_first_pending").isNull() | (seq < F.col("_first_pending"))))
     share_of = ["partition_id", "_ok"]
     if a.sessions:  # a session's messages in strict sequence order (S10.4)
         ok = ok & F.col("session_id").isin(list(a.sessions))
@@ -224,7 +230,6 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
         marked = marked.withColumn(
             "_picked", F.col("_picked") & (F.row_number().over(order) <= a.total))
     inbox = F.col("origin") == "inbox"
-    seq = F.col("sequence_number")
     last_picked = F.max(F.when(F.col("_picked") & inbox, seq)).over(by_partition)
     any_ok = F.max(F.col("_ok").cast("int")).over(by_partition)
     last_inbox = F.max(F.when(inbox, seq)).over(by_partition)
@@ -232,16 +237,16 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
     if a.pass_to:  # moved past without handing out (to cancel a scheduled message)
         floor = F.coalesce(_by_partition(dict(a.pass_to)), F.lit(-1))
         limit = F.greatest(limit, floor)
-    # Never past a transaction still committing: its rows may yet become messages.
-    first_pending = F.min(F.when(F.col("_pending"), seq)).over(by_partition)
-    limit = F.when(first_pending.isNull(), limit).otherwise(F.least(limit, first_pending - 1))
+    pending = F.col("_first_pending")
+    limit = F.when(pending.isNull(), limit).otherwise(F.least(limit, pending - 1))
     left = F.sum((F.col("_ok") & ~F.col("_picked")).cast("int")).over(by_partition)
     passed = inbox & (seq <= limit)
     # The row the cursor moves to, marked here so that the cursor change is a filter of the
     # checkpointed decision, not a second aggregation (no shuffle when the MERGE re-reads it).
     last_passed = F.max(F.when(passed, seq)).over(by_partition)
     return marked.withColumns({"_passed": passed, "_left": left}).withColumn(
-        "_cursor_to", F.col("_passed") & (seq == last_passed)).drop("_ok", "_rank")
+        "_cursor_to", F.col("_passed") & (seq == last_passed)).drop("_ok", "_rank",
+                                                                     "_first_pending")
 
 
 def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Column

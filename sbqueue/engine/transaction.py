@@ -204,7 +204,8 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     if sends is not None and dropped:
         sends = sends.where(~F.col("message_id").isin(dropped))
     step("before_append")
-    if sends is not None and len(dropped) < len(plan.message_ids):
+    all_known = bool(dropped) and set(dropped) >= set(plan.message_ids)
+    if sends is not None and not all_known:
         send_id = f"{TRANSACTION_SEND_PREFIX}{uuid.uuid4().hex}"
         appended_at = utcnow()
         entity.send_dataframe(sends, incoming_bytes=plan.send_bytes, send_id=send_id)
