@@ -17,7 +17,7 @@ from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
-__all__ = ["SendInput", "ServiceBusSender", "as_list"]
+__all__ = ["SendInput", "ServiceBusSender", "as_list", "scheduled"]
 
 SendInput = ServiceBusMessage | ServiceBusMessageBatch | Sequence[ServiceBusMessage]
 
@@ -38,6 +38,18 @@ def as_list(message: SendInput) -> list[ServiceBusMessage]:
                 f"send_messages got a {type(m).__name__} in its list; wrap it in "
                 "ServiceBusMessage")
     return messages
+
+
+def scheduled(messages: ServiceBusMessage | Sequence[ServiceBusMessage],
+              schedule_time_utc: datetime) -> list[ServiceBusMessage]:
+    """The messages, each set to activate at ``schedule_time_utc`` (S8.4)."""
+    if not isinstance(schedule_time_utc, datetime):
+        raise InvalidOperationError(
+            f"schedule_time_utc {schedule_time_utc!r} is not a datetime (S8.4)")
+    items = as_list(messages)
+    for m in items:
+        m.scheduled_enqueue_time_utc = utc(schedule_time_utc)
+    return items
 
 
 class ServiceBusSender:
@@ -86,13 +98,7 @@ class ServiceBusSender:
         """Send for activation at ``schedule_time_utc``; their sequence numbers (S3.4, S8.4).
 
         A time in the past activates at once [decided]."""
-        if not isinstance(schedule_time_utc, datetime):
-            raise InvalidOperationError(
-                f"schedule_time_utc {schedule_time_utc!r} is not a datetime (S8.4)")
-        items = as_list(messages)
-        for m in items:
-            m.scheduled_enqueue_time_utc = utc(schedule_time_utc)
-        send_id = self._send(items)
+        send_id = self._send(scheduled(messages, schedule_time_utc))
         return self._entity.sequence_numbers(send_id) if send_id else []
 
     def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **_: Any

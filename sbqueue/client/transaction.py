@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from types import TracebackType
 
-from sbqueue.client.convert import to_dataframe, utc
+from sbqueue.client.convert import to_dataframe
 from sbqueue.client.message import ServiceBusMessage, ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
-from sbqueue.client.sender import SendInput, ServiceBusSender, as_list
+from sbqueue.client.sender import SendInput, ServiceBusSender, as_list, scheduled
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.sessions import state_bytes
@@ -69,13 +69,7 @@ class ServiceBusTransaction:
                           schedule_time_utc: datetime) -> list[int]:
         """Schedule at commit; the returned list gets the sequence numbers when it commits
         (S3.4, S12.1)."""
-        if not isinstance(schedule_time_utc, datetime):
-            raise InvalidOperationError(
-                f"schedule_time_utc {schedule_time_utc!r} is not a datetime (S8.4)")
-        items = as_list(messages)
-        for m in items:
-            m.scheduled_enqueue_time_utc = utc(schedule_time_utc)
-        self.send_messages(sender, items)
+        self.send_messages(sender, scheduled(messages, schedule_time_utc))
         return self._scheduled
 
     # -- settlements -----------------------------------------------------------------------

@@ -211,3 +211,17 @@ def test_s11_2_a_copy_within_the_window_is_a_duplicate() -> None:
     assert rule.evaluate({**at, PREVIOUS_TIME: NOW - timedelta(minutes=10)}) is True
     assert rule.evaluate({**at, PREVIOUS_TIME: NOW - timedelta(minutes=11)}) is False
     assert rule.evaluate({**at, PREVIOUS_TIME: NOW}) is True  # within one send
+
+
+def test_s12_2_a_transaction_row_that_never_committed_is_passed_never_stored() -> None:
+    """A void row (its transaction can no longer commit) is passed by the cursor without a
+    ledger row, even when it would have expired into the dead-letter queue."""
+    c = ctx(dead_letter_on_expiry=True)
+    plain = row(origin="inbox", lane=None, delivery_count=0, _passed=True,
+                expires_at_utc=NOW - timedelta(seconds=1))
+    assert apply(receive_outcome(c), plain)["_op"] == "upsert"  # dead-lettered (S8.2)
+    void = {**plain, "_void": True}
+    out = apply(receive_outcome(c), void)
+    assert out["_op"] is None and out["_handed"] is False
+    waiting = row(origin="inbox", lane=None, delivery_count=0, _passed=True, _void=True)
+    assert apply(receive_outcome(ctx()), waiting)["_op"] is None
