@@ -242,18 +242,18 @@ class Entity:
     def _fresh_locks(self, result: ReceiveResult) -> ReceiveResult:
         """A commit that outlasted the lock grace (a cold JVM, an overloaded machine) hands
         out locks with little time left: renew them once, so that the caller starts with
-        most of its lock (S5.2); those already lost are not returned (S5.4)."""
+        most of its lock (S5.2). If some had already ended, all are returned as they were:
+        the caller sees every message it was delivered (a dropped one would have used up a
+        delivery unseen, S6.7), and a settlement of an ended lock reports it lost (S6.6)."""
         until, duration = result.locked_until, self.props.lock_duration
         if until is None or until - utcnow() >= duration / 2:
             return result
         pairs = [(int(r[0]), str(r[1])) for r in
                  result.handed.select("sequence_number", "lock_token").collect()]
         renewed = self.settle(pairs, "renew")
-        handed = result.handed
-        if renewed.lock_lost:
-            handed = handed.where(~F.col("sequence_number").isin(renewed.lock_lost))
-        return replace(result, handed=handed, count=renewed.settled,
-                       locked_until=renewed.locked_until)
+        if renewed.lock_lost or renewed.already_settled:
+            return result
+        return replace(result, locked_until=renewed.locked_until)
 
     def receive_partitions(self, partitions: list[int], share: int, mode: str = "peek_lock",
                            total: int | None = None) -> DataFrame:
