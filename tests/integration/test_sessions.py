@@ -51,10 +51,10 @@ def test_s10_1_s4_1_session_messages_are_pinned_and_need_a_session_id(admin, cli
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
     _send(client, "sq", {"alpha": 3, "beta": 3})
     with client.get_queue_sender("sq") as sender, pytest.raises(InvalidOperationError,
-                                                                match="S10.1"):
+                                                                match=r"S10.1"):
         sender.send_messages(ServiceBusMessage("no session"))
     q = client.namespace.entity("sq")
-    with pytest.raises(InvalidOperationError, match="S10.1"):
+    with pytest.raises(InvalidOperationError, match=r"S10.1"):
         q.send_dataframe(spark.createDataFrame([("x",)], "body string"))
     rows = q.messages().select("session_id", "sequence_number").collect()
     assert len(rows) == 6
@@ -65,13 +65,13 @@ def test_s10_1_s4_1_session_messages_are_pinned_and_need_a_session_id(admin, cli
 def test_s10_2_receivers_must_match_the_queue(admin, client) -> None:
     admin.create_queue("sq", requires_session=True)
     admin.create_queue("plain")
-    with pytest.raises(InvalidOperationError, match="requires sessions.*S10.2"):
+    with pytest.raises(InvalidOperationError, match=r"requires sessions.*S10.2"):
         client.get_queue_receiver("sq")
-    with pytest.raises(InvalidOperationError, match="does not require sessions.*S10.2"):
+    with pytest.raises(InvalidOperationError, match=r"does not require sessions.*S10.2"):
         client.get_queue_receiver("plain", session_id="a")
-    with pytest.raises(InvalidOperationError, match="S10.2"):
+    with pytest.raises(InvalidOperationError, match=r"S10.2"):
         client.namespace.entity("sq").receive_dataframe(10)
-    with pytest.raises(InvalidOperationError, match="S10.2"):
+    with pytest.raises(InvalidOperationError, match=r"S10.2"):
         client.namespace.entity("plain").receive_sessions_dataframe(1, 1)
 
 
@@ -83,14 +83,14 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> No
     with first:
         session = first.session
         assert session is not None and session.session_id == "a"
-        with pytest.raises(SessionCannotBeLockedError, match="'a'.*S10.2"):
+        with pytest.raises(SessionCannotBeLockedError, match=r"'a'.*S10.2"):
             client.get_queue_receiver("sq", session_id="a").__enter__()
         before = session.locked_until_utc
         time.sleep(1)
         assert session.renew_lock() > before
         got = first.receive_messages(1, max_wait_time=5)
         assert [str(m) for m in got] == ["a-0"]
-        with pytest.raises(TypeError, match="renew the session"):
+        with pytest.raises(TypeError, match=r"renew the session"):
             first.renew_message_lock(got[0])
     # Closing released it: another receiver takes it at once and gets the unsettled
     # message again, first (S10.3, S10.4).
@@ -99,7 +99,7 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> No
         assert [str(m) for m in again] == ["a-0", "a-1"]
         assert [m.delivery_count for m in again] == [2, 1]
         time.sleep(6)  # the 5 s session lock ends
-        with pytest.raises(SessionLockLostError, match="S10.3"):
+        with pytest.raises(SessionLockLostError, match=r"S10.3"):
             second.complete_message(again[0])
         with pytest.raises(SessionLockLostError):
             second.session.set_state(b"late")
@@ -118,7 +118,7 @@ def test_s10_2_next_available_session_then_operation_timeout(admin, client) -> N
         taken = sorted([one.session.session_id, two.session.session_id])
         assert taken == ["a", "b"]
         started = time.monotonic()
-        with pytest.raises(OperationTimeoutError, match="S10.2"):
+        with pytest.raises(OperationTimeoutError, match=r"S10.2"):
             client.get_queue_receiver("sq", session_id=NEXT_AVAILABLE_SESSION,
                                       max_wait_time=2).__enter__()
         assert time.monotonic() - started >= 2
@@ -150,7 +150,7 @@ def test_s10_5_s10_6_state_outlives_the_messages_and_sessions_are_listed(admin,
         assert session.get_state() is None
         session.set_state("step 1")
         assert session.get_state() == b"step 1"
-        with pytest.raises(MessageSizeExceededError, match="S10.5"):
+        with pytest.raises(MessageSizeExceededError, match=r"S10.5"):
             session.set_state(b"x" * (256 * 1024 + 1))
         for message in receiver.receive_messages(1):
             receiver.complete_message(message)

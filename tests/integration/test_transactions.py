@@ -94,10 +94,10 @@ def test_s12_3_s12_5_partition_rules_commit_nothing(admin, client) -> None:
     q = client.namespace.entity("q")
     inbox = latest_version(q.spark, q.inbox_path)
     with client.get_queue_sender("q") as sender:
-        with pytest.raises(InvalidOperationError, match="S12.3"), client.transaction() as tx:
+        with pytest.raises(InvalidOperationError, match=r"S12.3"), client.transaction() as tx:
             tx.send_messages(sender, ServiceBusMessage("keyed", partition_key="a"))
             tx.send_messages(sender, ServiceBusMessage("no key"))
-        with pytest.raises(InvalidOperationError, match="S12.3"), client.transaction() as tx:
+        with pytest.raises(InvalidOperationError, match=r"S12.3"), client.transaction() as tx:
             tx.send_messages(sender, ServiceBusMessage("a", partition_key="a"))
             tx.send_messages(sender, ServiceBusMessage("b", partition_key="b"))
         sender.send_messages([ServiceBusMessage("x", partition_key="x"),
@@ -107,7 +107,7 @@ def test_s12_3_s12_5_partition_rules_commit_nothing(admin, client) -> None:
         got = {str(m): m for m in receiver.receive_messages(2)}
         while len(got) < 2:
             got.update({str(m): m for m in receiver.receive_messages(2)})
-        with pytest.raises(InvalidOperationError, match="S12.5"), client.transaction() as tx:
+        with pytest.raises(InvalidOperationError, match=r"S12.5"), client.transaction() as tx:
             tx.complete_message(receiver, got["x"])
             tx.complete_message(receiver, got["y"])
         assert _bodies(q) == ["x", "y"]
@@ -116,7 +116,7 @@ def test_s12_3_s12_5_partition_rules_commit_nothing(admin, client) -> None:
 def test_s12_4_at_most_100_messages(admin, client) -> None:
     admin.create_queue("q")
     with client.get_queue_sender("q") as sender, \
-            pytest.raises(InvalidOperationError, match="S12.4"), client.transaction() as tx:
+            pytest.raises(InvalidOperationError, match=r"S12.4"), client.transaction() as tx:
         tx.send_messages(sender, [ServiceBusMessage(str(i)) for i in range(101)])
 
 
@@ -174,6 +174,6 @@ def test_s12_1_session_state_and_session_messages_in_a_transaction(admin, client
             tx.send_messages(sender, ServiceBusMessage("a1", session_id="a"))
         assert receiver.session.get_state() == b"a done"
         assert [str(m) for m in receiver.receive_messages(1)] == ["a1"]
-        with pytest.raises(InvalidOperationError, match="S12.3"), client.transaction() as tx:
+        with pytest.raises(InvalidOperationError, match=r"S12.3"), client.transaction() as tx:
             tx.send_messages(sender, ServiceBusMessage("a2", session_id="a"))
             tx.send_messages(sender, ServiceBusMessage("b1", session_id="b"))

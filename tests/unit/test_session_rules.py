@@ -33,16 +33,16 @@ def test_s10_5_state_is_bytes_str_or_none_within_one_message_size() -> None:
     assert state_bytes(None, 10) is None
     assert state_bytes("hé", 10) == "hé".encode()
     assert state_bytes(bytearray(b"ab"), 10) == b"ab"
-    with pytest.raises(MessageSizeExceededError, match="11 bytes.*S10.5"):
+    with pytest.raises(MessageSizeExceededError, match=r"11 bytes.*S10.5"):
         state_bytes(b"x" * 11, 10)
-    with pytest.raises(InvalidOperationError, match="int.*S10.5"):
+    with pytest.raises(InvalidOperationError, match=r"int.*S10.5"):
         state_bytes(5, 10)
 
 
 def test_s10_2_session_ids_are_non_empty_strings_of_at_most_128() -> None:
     assert check_session_id("a" * 128) == "a" * 128
     for bad in ("", None, 7):
-        with pytest.raises(InvalidOperationError, match="S10.2"):
+        with pytest.raises(InvalidOperationError, match=r"S10.2"):
             check_session_id(bad)
-    with pytest.raises(InvalidOperationError, match="129 characters"):
+    with pytest.raises(InvalidOperationError, match=r"129 characters"):
         check_session_id("a" * 129)

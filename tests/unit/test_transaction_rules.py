@@ -22,18 +22,18 @@ def scope(partitions: int = 16, dedupe: bool = False) -> TransactionScope:
 
 def test_s12_1_one_entity() -> None:
     s = scope()
-    with pytest.raises(InvalidOperationError, match="one entity.*S12.1"):
+    with pytest.raises(InvalidOperationError, match=r"one entity.*S12.1"):
         s.enter("other", 16, False, 1, NOW)
 
 
 def test_s12_3_a_send_on_a_partitioned_entity_needs_one_key() -> None:
     s = scope()
-    with pytest.raises(InvalidOperationError, match="needs a partition key.*S12.3"):
+    with pytest.raises(InvalidOperationError, match=r"needs a partition key.*S12.3"):
         s.add_send(None, None, "id-1")  # a message id is a key only with dedupe
     s.add_send(None, "k", None)
     s.add_send(None, "k", "id-2")
     assert s.partition == partition_for("k", 16)
-    with pytest.raises(InvalidOperationError, match="share one partition key.*S12.3"):
+    with pytest.raises(InvalidOperationError, match=r"share one partition key.*S12.3"):
         s.add_send(None, "other", None)
 
 
@@ -46,9 +46,9 @@ def test_s12_3_message_id_is_the_key_with_duplicate_detection() -> None:
 def test_s12_3_messages_of_different_sessions_are_refused() -> None:
     s = scope(partitions=1)
     s.add_send("a", None, None)
-    with pytest.raises(InvalidOperationError, match="different sessions.*S12.3"):
+    with pytest.raises(InvalidOperationError, match=r"different sessions.*S12.3"):
         s.add_send("b", None, None)
-    with pytest.raises(InvalidOperationError, match="one session.*S12.3"):
+    with pytest.raises(InvalidOperationError, match=r"one session.*S12.3"):
         s.add_session("c", 0)
 
 
@@ -64,15 +64,15 @@ def test_s12_5_settlements_stay_in_the_transactions_partition() -> None:
     s.add_send(None, "k", None)
     here = partition_for("k", 16)
     s.add_settlement(make_sequence_number(here, 7))
-    with pytest.raises(InvalidOperationError, match="one partition.*S12.5"):
+    with pytest.raises(InvalidOperationError, match=r"one partition.*S12.5"):
         s.add_settlement(make_sequence_number((here + 1) % 16, 7))
 
 
 def test_s12_4_at_most_100_messages_and_two_minutes() -> None:
     s = scope()
     s.enter("q", 16, False, MAX_MESSAGES, NOW)
-    with pytest.raises(InvalidOperationError, match="at most 100.*S12.4"):
+    with pytest.raises(InvalidOperationError, match=r"at most 100.*S12.4"):
         s.enter("q", 16, False, 1, NOW)
     late = scope()
-    with pytest.raises(OperationTimeoutError, match="S12.4"):
+    with pytest.raises(OperationTimeoutError, match=r"S12.4"):
         late.enter("q", 16, False, 1, NOW + TIMEOUT + timedelta(seconds=1))

@@ -36,8 +36,8 @@ def row(**kw) -> dict:
     base = {"origin": "ledger", "lane": Lane.MAIN, "state": "Active", "delivery_count": 1,
             "lock_token": None, "locked_until_utc": None, "expires_at_utc": None,
             "scheduled_enqueue_time_utc": None, "row_version": 4, "dead_letter_reason": None,
-            "dead_letter_error_description": None, "_picked": False, "_passed": False, "_void": False,
-            "_new_token": "new", "_token": None}
+            "dead_letter_error_description": None, "_picked": False, "_passed": False,
+            "_void": False, "_new_token": "new", "_token": None}
     return {**base, **kw}
 
 
