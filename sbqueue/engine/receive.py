@@ -307,16 +307,25 @@ def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
     return candidates, cursors, committed
 
 
+def _candidates(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
+                lane: str) -> tuple[DataFrame, list[Cursor], int]:
+    """(every row a receive of ``lane`` considers: its ledger rows and, in the main queue,
+    the inbox rows after each cursor; the cursors; the last inbox commit read)."""
+    candidates, cursors, committed = _read_ledger(spark, ledger_path, a, lane)
+    start = min((c.version for c in cursors), default=0)
+    end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
+    if lane == Lane.MAIN:
+        candidates = candidates.unionByName(
+            _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
+    return candidates, cursors, end
+
+
 def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt
                       ) -> DataFrame:
     """The messages a receive of the main queue could hand out now, at the head of each
     partition (``a.lookahead`` inbox rows after each cursor): narrow columns, no commit.
     Sessions with available messages are found here (S10.2)."""
-    candidates, cursors, committed = _read_ledger(spark, ledger_path, a, Lane.MAIN)
-    start = min((c.version for c in cursors), default=0)
-    end = min(a.latest_version, start + WINDOW_VERSIONS)
-    heads = candidates.unionByName(
-        _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
+    heads, _, _ = _candidates(spark, ledger_path, inbox_path, a, Lane.MAIN)
     ok = to_column(deliverable(a.ctx)) & ~F.col("_pending") & ~F.col("_void")
     return heads.where(F.coalesce(ok, F.lit(False)))
 
@@ -325,12 +334,7 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
              lane: str) -> DataFrame:
     """The change rows of one attempt; the decision is checkpointed once, so lock tokens
     are drawn once and every later use reads the same rows."""
-    candidates, cursors, committed = _read_ledger(spark, ledger_path, a, lane)
-    start = min((c.version for c in cursors), default=0)
-    end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
-    if lane == Lane.MAIN:
-        candidates = candidates.unionByName(
-            _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
+    candidates, cursors, end = _candidates(spark, ledger_path, inbox_path, a, lane)
     decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
     decided = decided.withColumns({"_old_lane": F.col("lane"),
                                    "_read_version": F.col("row_version")}).localCheckpoint()
