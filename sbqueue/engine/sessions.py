@@ -251,8 +251,11 @@ class Sessions:
         self.entity.check_status("receive")
         return self._lock_some(count)
 
-    def held_row(self, lock: SessionLock) -> dict[str, Any]:
-        row = self._rows([lock.session_id]).get(lock.session_id)
+    def held_row(self, lock: SessionLock, row: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+        """The session's row, if the lock still holds now; SessionLockLost otherwise.
+        ``row``: as read before, to check again without reading."""
+        row = row or self._rows([lock.session_id]).get(lock.session_id)
         if row is None or not session_held(lock.token, utcnow()).evaluate(row):
             raise SessionLockLostError(
                 f"the lock on session {lock.session_id!r} of {self.entity.path} expired or "

@@ -99,10 +99,24 @@ def _read_settled(entity: Entity, plan: TransactionPlan) -> dict[int, dict[str, 
     return {int(r["sequence_number"]): as_aware(r) for r in rows}
 
 
-def _settled_rows(entity: Entity, plan: TransactionPlan, now: datetime
-                  ) -> tuple[list[dict[str, Any]], datetime | None]:
+@dataclass(frozen=True)
+class _Read:
+    """What the commit checks, as read: the settled rows and the session's row."""
+
+    settled: dict[int, dict[str, Any]]
+    session: dict[str, Any] | None
+
+
+def _read(entity: Entity, plan: TransactionPlan) -> _Read:
+    session = None
+    if plan.state is not None:
+        session = entity.sessions.held_row(plan.state[0])
+    return _Read(_read_settled(entity, plan), session)
+
+
+def _settled_rows(entity: Entity, plan: TransactionPlan, found: dict[int, dict[str, Any]],
+                  now: datetime) -> tuple[list[dict[str, Any]], datetime | None]:
     """The settlements as changed rows; raises (nothing written) if one is not valid."""
-    found = _read_settled(entity, plan)
     renewed = lock_stamp(now, entity.props.lock_duration, 0.0)
     out = []
     for s in plan.settlements:
@@ -172,13 +186,15 @@ def _marker(partition: int, send_id: str, now: datetime, version: int) -> dict[s
             EXPECT_COLUMN: None, OP_COLUMN: "upsert"}
 
 
-def _state_row(entity: Entity, plan: TransactionPlan) -> list[dict[str, Any]]:
+def _state_row(entity: Entity, plan: TransactionPlan, read: dict[str, Any] | None
+               ) -> list[dict[str, Any]]:
+    """The session row with its new state, if the lock still holds (checked again now)."""
     if plan.state is None:
         return []
     lock, data = plan.state
     sessions = entity.sessions
-    read = sessions.held_row(lock)
-    return [sessions.s_row(lock.session_id, read, session_state=data)]
+    row = sessions.held_row(lock, read)
+    return [sessions.s_row(lock.session_id, row, session_state=data)]
 
 
 def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
@@ -196,8 +212,8 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     if plan.settlements or plan.state is not None:
         entity.check_status("receive")
     entity.require_available([plan.partition], "transaction")
-    _settled_rows(entity, plan, now)  # fail before writing anything
-    _state_row(entity, plan)
+    read = _read(entity, plan)  # fails (nothing written) if the session lock is lost
+    _settled_rows(entity, plan, read.settled, now)  # fail before writing anything
     dropped = _known_ids(entity, plan, now)
     send_id, appended_at, version = None, now, None
     sends = plan.sends
@@ -211,15 +227,17 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
         entity.send_dataframe(sends, incoming_bytes=plan.send_bytes, send_id=send_id)
         version = _append_version(entity, plan.partition, send_id)
     step("before_commit")
-    renewed = _commit(entity, plan, send_id, version, appended_at, step)
+    renewed = _commit(entity, plan, read, send_id, version, appended_at, step)
     step("after_commit")
     return TransactionResult(send_id=send_id, dropped=dropped, renewed_until=renewed)
 
 
-def _commit(entity: Entity, plan: TransactionPlan, send_id: str | None, version: int | None,
-            appended_at: datetime, step: Any) -> datetime | None:
+def _commit(entity: Entity, plan: TransactionPlan, read: _Read, send_id: str | None,
+            version: int | None, appended_at: datetime, step: Any) -> datetime | None:
     """The one MERGE, retried on a conflict with the checks re-run, until the appended rows
-    come too close to turning void."""
+    come too close to turning void. The first attempt checks the rows read before the
+    append again at its own time (the MERGE's guard catches any that changed since); a
+    retry reads them anew."""
     with entity.board.hold([plan.partition]):
         for attempt in range(COMMIT_ATTEMPTS):
             now = utcnow()
@@ -227,8 +245,10 @@ def _commit(entity: Entity, plan: TransactionPlan, send_id: str | None, version:
                 raise OperationTimeoutError(
                     "the transaction could not commit in time; nothing of it was committed "
                     "(S12.4)")
-            settled, renewed = _settled_rows(entity, plan, now)
-            rows = [*settled, *_state_row(entity, plan)]
+            if attempt:
+                read = _read(entity, plan)
+            settled, renewed = _settled_rows(entity, plan, read.settled, now)
+            rows = [*settled, *_state_row(entity, plan, read.session)]
             lanes = {Lane.MAIN, *(lane for s in plan.settlements for lane in s.lanes)}
             if plan.state is not None:
                 lanes.add(Lane.SESSION)
