@@ -144,7 +144,7 @@ def test_s10_5_s10_6_state_outlives_the_messages_and_sessions_are_listed(admin,
                                                                          client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
     _send(client, "sq", {"a": 1, "b": 1})
-    assert sorted(client.list_queue_sessions("sq")) == ["a", "b"]
+    assert sorted(client.list_queue_sessions("sq")) == ["a", "b"]  # S10.6
     with client.get_queue_receiver("sq", session_id="a", max_wait_time=5) as receiver:
         session = receiver.session
         assert session.get_state() is None
