@@ -1,0 +1,211 @@
+"""Subscription rules as ``azure.servicebus.management`` shapes them (SPEC S15.1-S15.7):
+filters, actions and ``RuleProperties``, with their JSON form (kept in the subscription's
+catalog document) and their syntax trees (``core.rule_syntax``). Every filter kind becomes
+one tree, so matching has a single Python evaluator and a single Spark compiler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sbqueue.core.names import validate_short_name
+from sbqueue.core.rule_syntax import (
+    Action,
+    Binary,
+    Literal,
+    Logical,
+    Node,
+    Property,
+    parse_action,
+    parse_filter,
+)
+from sbqueue.exceptions import InvalidOperationError
+
+__all__ = [
+    "DEFAULT_RULE_NAME",
+    "CorrelationRuleFilter",
+    "FalseRuleFilter",
+    "RuleFilter",
+    "RuleProperties",
+    "SqlRuleAction",
+    "SqlRuleFilter",
+    "TrueRuleFilter",
+]
+
+DEFAULT_RULE_NAME = "$Default"
+_CORRELATION_FIELDS = {  # CorrelationRuleFilter attribute -> message field (S15.3)
+    "correlation_id": "correlation_id", "message_id": "message_id", "to": "to",
+    "reply_to": "reply_to", "label": "subject", "session_id": "session_id",
+    "reply_to_session_id": "reply_to_session_id", "content_type": "content_type",
+}
+
+
+class SqlRuleFilter:
+    """A SQL filter (S15.4) with optional ``@parameters``; checked when a rule is made."""
+
+    def __init__(self, sql_expression: str, parameters: dict[str, Any] | None = None) -> None:
+        self.sql_expression = sql_expression
+        self.parameters = dict(parameters or {})
+
+    def tree(self) -> Node:
+        return parse_filter(self.sql_expression, self.parameters)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "sql", "sql_expression": self.sql_expression,
+                "parameters": self.parameters}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.sql_expression!r})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class TrueRuleFilter(SqlRuleFilter):
+    """Matches every message (the ``$Default`` rule's filter, S15.1)."""
+
+    def __init__(self) -> None:
+        super().__init__("1=1")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "true"}
+
+
+class FalseRuleFilter(SqlRuleFilter):
+    """Matches no message."""
+
+    def __init__(self) -> None:
+        super().__init__("1=0")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "false"}
+
+
+class CorrelationRuleFilter:
+    """Equality on system fields and user properties, all set ones at once (S15.3)."""
+
+    def __init__(self, *, correlation_id: str | None = None, message_id: str | None = None,
+                 to: str | None = None, reply_to: str | None = None, label: str | None = None,
+                 session_id: str | None = None, reply_to_session_id: str | None = None,
+                 content_type: str | None = None,
+                 properties: dict[str, Any] | None = None) -> None:
+        self.correlation_id = correlation_id
+        self.message_id = message_id
+        self.to = to
+        self.reply_to = reply_to
+        self.label = label
+        self.session_id = session_id
+        self.reply_to_session_id = reply_to_session_id
+        self.content_type = content_type
+        self.properties = dict(properties or {})
+
+    def tree(self) -> Node:
+        terms: list[Node] = [Binary("=", Property("sys", column), Literal(getattr(self, attr)))
+                             for attr, column in _CORRELATION_FIELDS.items()
+                             if getattr(self, attr) is not None]
+        for key, value in self.properties.items():
+            if not isinstance(value, (str, int, float, bool)):
+                raise InvalidOperationError(
+                    f"correlation filter property {key!r}={value!r}: allowed types are "
+                    "string, int, float, bool (S15.3)")
+            terms.append(Binary("=", Property("user", key), Literal(value)))
+        if not terms:
+            raise InvalidOperationError(
+                "a correlation filter needs at least one field or property (S15.3)")
+        tree = terms[0]
+        for term in terms[1:]:
+            tree = Logical("and", tree, term)
+        return tree
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"type": "correlation", "properties": self.properties}
+        doc.update({a: getattr(self, a) for a in _CORRELATION_FIELDS
+                    if getattr(self, a) is not None})
+        return doc
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __repr__(self) -> str:
+        return f"CorrelationRuleFilter({self.to_json()!r})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+RuleFilter = SqlRuleFilter | CorrelationRuleFilter
+
+
+class SqlRuleAction:
+    """``SET`` / ``REMOVE`` statements applied to the rule's own copy (S15.6)."""
+
+    def __init__(self, sql_expression: str, parameters: dict[str, Any] | None = None) -> None:
+        self.sql_expression = sql_expression
+        self.parameters = dict(parameters or {})
+
+    def statements(self) -> tuple[Action, ...]:
+        return parse_action(self.sql_expression, self.parameters)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sql_expression": self.sql_expression, "parameters": self.parameters}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __repr__(self) -> str:
+        return f"SqlRuleAction({self.sql_expression!r})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def filter_from_json(doc: dict[str, Any]) -> RuleFilter:
+    kind = doc.get("type")
+    if kind == "true":
+        return TrueRuleFilter()
+    if kind == "false":
+        return FalseRuleFilter()
+    if kind == "sql":
+        return SqlRuleFilter(doc["sql_expression"], doc.get("parameters"))
+    fields = {a: doc.get(a) for a in _CORRELATION_FIELDS}
+    return CorrelationRuleFilter(**fields, properties=doc.get("properties"))
+
+
+@dataclass
+class RuleProperties:
+    """A rule of a subscription, as ``azure.servicebus.management.RuleProperties``."""
+
+    name: str
+    filter: RuleFilter = field(default_factory=TrueRuleFilter)
+    action: SqlRuleAction | None = None
+    created_at_utc: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+    def check(self) -> RuleProperties:
+        """Refuse a bad name, filter or action now, at creation (S15.7)."""
+        validate_short_name(self.name, "rule name")
+        if not isinstance(self.filter, (SqlRuleFilter, CorrelationRuleFilter)):
+            raise InvalidOperationError(
+                f"rule {self.name!r}: filter {self.filter!r} is not a SqlRuleFilter, "
+                "CorrelationRuleFilter, TrueRuleFilter or FalseRuleFilter (S15.7)")
+        if self.action is not None and not isinstance(self.action, SqlRuleAction):
+            raise InvalidOperationError(
+                f"rule {self.name!r}: action {self.action!r} is not a SqlRuleAction (S15.7)")
+        self.filter.tree()
+        if self.action is not None:
+            self.action.statements()
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "filter": self.filter.to_json(),
+                "action": self.action.to_json() if self.action else None,
+                "created_at_utc": self.created_at_utc.isoformat()}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RuleProperties:
+        action = doc.get("action")
+        return cls(name=doc["name"], filter=filter_from_json(doc["filter"]),
+                   action=SqlRuleAction(action["sql_expression"], action.get("parameters"))
+                   if action else None,
+                   created_at_utc=datetime.fromisoformat(doc["created_at_utc"]))
