@@ -1,8 +1,8 @@
 """sbqueue: Azure Service Bus partitioned queues and topics on Spark and Delta Lake.
 
 Two faces over one engine: the client shaped like azure-servicebus (``ServiceBusClient``)
-and the Spark-native DataFrame API (``Namespace``). Topics arrive with their own
-issue.
+and the Spark-native DataFrame API (``Namespace``): queues, topics with subscriptions and
+rules, sessions and transactions.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sbqueue.client import (
     ServiceBusSubQueue,
     ServiceBusTransaction,
 )
-from sbqueue.engine import Entity, Namespace, SendResult, SettleResult
+from sbqueue.engine import Entity, Namespace, SendResult, SettleResult, Topic
 from sbqueue.management import ServiceBusAdministrationClient
 
 __all__ = [
@@ -44,5 +44,6 @@ __all__ = [
     "ServiceBusSubQueue",
     "ServiceBusTransaction",
     "SettleResult",
+    "Topic",
 ]
 __version__ = "0.1.0"

@@ -20,7 +20,11 @@ from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
 from sbqueue.client.transaction import ServiceBusTransaction
 from sbqueue.core.connection import parse_endpoint
-from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
+from sbqueue.core.names import (
+    DEAD_LETTER_SUFFIX,
+    SUBSCRIPTIONS_SEGMENT,
+    TRANSFER_DEAD_LETTER_SUFFIX,
+)
 from sbqueue.engine.namespace import Namespace
 from sbqueue.exceptions import InvalidOperationError
 
@@ -67,6 +71,11 @@ class ServiceBusClient:
                 f"{queue_name}: nothing can be sent to a dead-letter queue (S7.2)")
         return ServiceBusSender(self.namespace.entity(queue_name))
 
+    def get_topic_sender(self, topic_name: str, **_: Any) -> ServiceBusSender:
+        """A sender to ``topic_name``: each send fans out to the subscriptions whose rules
+        match, in one commit (S15.2)."""
+        return ServiceBusSender(self.namespace.topic(topic_name))
+
     def get_queue_receiver(
         self,
         queue_name: str,
@@ -80,9 +89,32 @@ class ServiceBusClient:
     ) -> ServiceBusReceiver:
         """A receiver of ``queue_name`` or one of its dead-letter sub-queues (S7.1); with
         ``session_id`` (an id or NEXT_AVAILABLE_SESSION) a session receiver (S10.2)."""
+        return self._receiver(queue_name, f"queue {queue_name!r}", session_id, sub_queue,
+                              receive_mode, max_wait_time, prefetch_count)
+
+    def get_subscription_receiver(
+        self,
+        topic_name: str,
+        subscription_name: str,
+        *,
+        session_id: Any = None,
+        sub_queue: ServiceBusSubQueue | str | None = None,
+        receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
+        max_wait_time: float | None = None,
+        prefetch_count: int = 0,
+        **_: Any,
+    ) -> ServiceBusReceiver:
+        """A receiver of a subscription, as ``get_queue_receiver`` of a queue."""
+        path = f"{topic_name}/{SUBSCRIPTIONS_SEGMENT}/{subscription_name}"
+        return self._receiver(path, f"subscription {path!r}", session_id, sub_queue,
+                              receive_mode, max_wait_time, prefetch_count)
+
+    def _receiver(self, path: str, what: str, session_id: Any,
+                  sub_queue: ServiceBusSubQueue | str | None,
+                  receive_mode: ServiceBusReceiveMode | str, max_wait_time: float | None,
+                  prefetch_count: int) -> ServiceBusReceiver:
         chosen = as_sub_queue(sub_queue)
-        path = f"{queue_name}/{_SUFFIXES[chosen]}" if chosen else queue_name
-        entity = self.namespace.entity(path)
+        entity = self.namespace.entity(f"{path}/{_SUFFIXES[chosen]}" if chosen else path)
         sessionful = entity.props.requires_session and not chosen
         if session_id is not None and not sessionful:
             raise InvalidOperationError(
@@ -90,7 +122,7 @@ class ServiceBusClient:
                 f"session_id (got {session_id!r}) (S10.2)")
         if sessionful and session_id is None:
             raise InvalidOperationError(
-                f"queue {queue_name!r} requires sessions: open a session receiver "
+                f"{what} requires sessions: open a session receiver "
                 "(session_id=... or NEXT_AVAILABLE_SESSION) (S10.2)")
         return ServiceBusReceiver(entity,
                                   receive_mode=as_receive_mode(receive_mode),
@@ -100,6 +132,12 @@ class ServiceBusClient:
     def list_queue_sessions(self, queue_name: str, **_: Any) -> list[str]:
         """The ids of the queue's sessions that have messages or a state (S10.6)."""
         return self.namespace.entity(queue_name).sessions.list_ids()
+
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str,
+                                   **_: Any) -> list[str]:
+        """The ids of the subscription's sessions that have messages or a state (S10.6)."""
+        path = f"{topic_name}/{SUBSCRIPTIONS_SEGMENT}/{subscription_name}"
+        return self.namespace.entity(path).sessions.list_ids()
 
     def transaction(self) -> ServiceBusTransaction:
         """A transaction on one entity (S12): ``with client.transaction() as tx:`` commits

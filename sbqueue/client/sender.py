@@ -15,6 +15,7 @@ from sbqueue.client.convert import to_dataframe, utc
 from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch
 from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
+from sbqueue.engine.topic import Topic
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
 __all__ = ["SendInput", "ServiceBusSender", "as_list", "scheduled"]
@@ -53,18 +54,25 @@ def scheduled(messages: ServiceBusMessage | Sequence[ServiceBusMessage],
 
 
 class ServiceBusSender:
-    """Sends to one queue (or topic). Thread-safe: it holds no per-send state."""
+    """Sends to one queue or topic. Thread-safe: it holds no per-send state."""
 
-    def __init__(self, entity: Entity) -> None:
+    def __init__(self, entity: Entity | Topic) -> None:
         self._entity = entity
         self.entity_name = entity.name
 
     @property
     def _batch_bytes(self) -> int:
-        return batch_limit(self._entity.props.max_message_size_in_kilobytes)
+        return batch_limit(self._entity.max_message_kilobytes)
 
     @property
-    def entity(self) -> Entity:
+    def entity(self) -> Entity | Topic:
+        return self._entity
+
+    def _queue(self, operation: str) -> Entity:
+        if isinstance(self._entity, Topic):
+            raise InvalidOperationError(
+                f"{operation} on topic {self._entity.name}: scheduled topic messages are not "
+                "supported yet (S8.5; decision 009)")
         return self._entity
 
     def create_message_batch(self, max_size_in_bytes: int | None = None
@@ -98,15 +106,16 @@ class ServiceBusSender:
         """Send for activation at ``schedule_time_utc``; their sequence numbers (S3.4, S8.4).
 
         A time in the past activates at once [decided]."""
+        queue = self._queue("schedule_messages")
         send_id = self._send(scheduled(messages, schedule_time_utc))
-        return self._entity.sequence_numbers(send_id) if send_id else []
+        return queue.sequence_numbers(send_id) if send_id else []
 
     def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **_: Any
                                   ) -> None:
         """Remove scheduled messages not yet active; MessageNotFound otherwise (S8.4)."""
         seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(
             sequence_numbers)
-        self._entity.cancel_scheduled(seqs)
+        self._queue("cancel_scheduled_messages").cancel_scheduled(seqs)
 
     def close(self) -> None:
         """Nothing to release: sends hold no connection."""

@@ -58,7 +58,12 @@ class ServiceBusTransaction:
     def send_messages(self, sender: ServiceBusSender, message: SendInput) -> None:
         """Send at commit (S12.1); invisible to receivers and peek until then."""
         items = as_list(message)
-        self._enter(sender.entity, len(items))
+        entity = sender.entity
+        if not isinstance(entity, Entity):
+            raise InvalidOperationError(
+                f"transaction send to topic {entity.name}: a transaction sends to one queue "
+                "(S12.1; topic sends in transactions: decision 009)")
+        self._enter(entity, len(items))
         for m in items:
             m.validate()
             self._scope.add_send(m.session_id, m.partition_key, m.message_id)
@@ -114,7 +119,7 @@ class ServiceBusTransaction:
     def set_session_state(self, session: ServiceBusSession, state: bytes | str | None) -> None:
         """Set the session's state at commit (S10.5, S12.1)."""
         entity = session.sessions.entity
-        data = state_bytes(state, message_limit(entity.props.max_message_size_in_kilobytes))
+        data = state_bytes(state, message_limit(entity.max_message_kilobytes))
         session.check_held()
         self._enter(entity, 0)
         self._scope.add_session(session.session_id, session.lock.partition)

@@ -8,6 +8,7 @@ from sbqueue.exceptions import InvalidOperationError
 
 __all__ = [
     "DEAD_LETTER_SUFFIX",
+    "SUBSCRIPTIONS_SEGMENT",
     "TRANSFER_DEAD_LETTER_SUFFIX",
     "name_key",
     "validate_entity_path",
@@ -16,6 +17,7 @@ __all__ = [
 
 DEAD_LETTER_SUFFIX = "$DeadLetterQueue"
 TRANSFER_DEAD_LETTER_SUFFIX = "$Transfer/$DeadLetterQueue"
+SUBSCRIPTIONS_SEGMENT = "Subscriptions"  # <topic>/Subscriptions/<subscription>
 
 MAX_PATH = 260
 MAX_SHORT_NAME = 50

@@ -55,6 +55,7 @@ LANES = (Lane.MAIN, Lane.SCHEDULED, Lane.DEFERRED, Lane.DEAD_LETTER, Lane.TRANSF
 ACTIVE, DEFERRED, SCHEDULED = "Active", "Deferred", "Scheduled"
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 TTL_REASON = "TTLExpiredException"
+SESSIONLESS_REASON = "Session ID is null"
 
 Outcome = dict[str, Expr]
 """Column name -> its new value; ``_op`` says whether the row is written."""
@@ -70,6 +71,7 @@ class ReceiveContext:
     max_delivery_count: int
     dead_letter_on_expiry: bool
     main_queue: bool  # False for the dead-letter sub-queues: nothing there expires (S7.2)
+    requires_session: bool = False  # a topic copy without session id is dead-lettered (S10.1)
 
 
 @dataclass(frozen=True)
@@ -121,11 +123,15 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
     """What a receive does to each candidate row (S5.2, S5.3, S6.7, S8.2, S8.4)."""
     picked = col("_picked") == lit(True)
     void = col("_void") == lit(True)
-    retired = ~picked & ~void & _retired(ctx)
-    to_dlq = retired & (_exhausted(ctx) | lit(ctx.dead_letter_on_expiry))
     from_ledger = col("origin") == "ledger"
     passed_inbox = (col("origin") == "inbox") & (col("_passed") == lit(True))
-    waiting = ~picked & ~retired & ~void & passed_inbox  # passed, not handed out
+    # S10.1: on a session subscription a copy without a session id is dead-lettered when
+    # the cursor passes it (a session queue refuses such a send).
+    sessionless = (~picked & ~void & passed_inbox & col("session_id").is_null()
+                   if ctx.requires_session else lit(False))
+    retired = ~picked & ~void & ~sessionless & _retired(ctx)
+    to_dlq = (retired & (_exhausted(ctx) | lit(ctx.dead_letter_on_expiry))) | sessionless
+    waiting = ~picked & ~retired & ~void & ~sessionless & passed_inbox  # passed, kept
     future = ~_due(ctx.now)
     delivered = col("delivery_count") + 1
     bumped = col("row_version") + 1
@@ -153,7 +159,8 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
         "locked_until_utc": (when(lock, ctx.locked_until).when(to_dlq, lit(None))
                              .otherwise(col("locked_until_utc"))),
         "row_version": when(lock | to_dlq, bumped).otherwise(col("row_version")),
-        "dead_letter_reason": (when(to_dlq & _exhausted(ctx), MAX_DELIVERY_REASON)
+        "dead_letter_reason": (when(sessionless, SESSIONLESS_REASON)
+                               .when(to_dlq & _exhausted(ctx), MAX_DELIVERY_REASON)
                                .when(to_dlq, TTL_REASON)
                                .otherwise(col("dead_letter_reason"))),
     }

@@ -3,7 +3,9 @@
 Layout under the namespace root::
 
     _sbqueue/namespace.json             sku, partitions, creation time (S1.1, S1.2)
-    _sbqueue/entities/<key>.json        one definition per queue (key: case-folded name)
+    _sbqueue/entities/<key>.json        one definition per queue or topic (key: case-folded
+                                        name)
+    _sbqueue/subscriptions/<key>.json   one per subscription, with its rules (S15.1)
     entities/<entity_id>/inbox|ledger   the entity's Delta tables (id: new per create)
 
 An entity's data folder is named by a fresh id, never by its name, so no name can reach
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -27,6 +30,7 @@ from sbqueue.core.properties import (
     SubscriptionProperties,
     TopicProperties,
 )
+from sbqueue.core.rules import RuleProperties
 from sbqueue.exceptions import (
     MessagingEntityAlreadyExistsError,
     MessagingEntityNotFoundError,
@@ -127,8 +131,9 @@ class Catalog:
             found = [f for f in found if name_key(f.topic_name) == name_key(topic)]
         return sorted(found, key=lambda f: name_key(f.name))
 
-    def create(self, kind: str, props: D) -> D:
-        """Store a new definition; of two concurrent creators of a name, one wins."""
+    def create(self, kind: str, props: D, extra: dict[str, Any] | None = None) -> D:
+        """Store a new definition (and ``extra`` keys: a subscription's rules); of two
+        concurrent creators of a name, one wins."""
         topic = getattr(props, "topic_name", None) if kind == "subscription" else None
         doc_name = _doc_name(kind, props.name, topic)
         with self.documents.lock("catalog"):
@@ -163,7 +168,8 @@ class Catalog:
             props.entity_id = props.entity_id or uuid.uuid4().hex
             props.created_at_utc = props.updated_at_utc = now
             try:
-                self.documents.create(doc_name, {"kind": kind, "properties": props.to_json()})
+                self.documents.create(doc_name, {"kind": kind, "properties": props.to_json(),
+                                                 **(extra or {})})
             except DocumentExists:
                 raise MessagingEntityAlreadyExistsError(
                     f"{_describe(kind, props.name, topic)} already exists in {self.root} (S1.7)"
@@ -173,9 +179,42 @@ class Catalog:
     def replace(self, kind: str, props: D) -> D:
         topic = getattr(props, "topic_name", None) if kind == "subscription" else None
         props.updated_at_utc = datetime.now(timezone.utc)
-        self.documents.replace(_doc_name(kind, props.name, topic),
-                               {"kind": kind, "properties": props.to_json()})
+        name = _doc_name(kind, props.name, topic)
+        with self.documents.lock("catalog"):  # keeps the document's other keys (rules)
+            doc = self.documents.read(name) or {}
+            self.documents.replace(name, {**doc, "kind": kind, "properties": props.to_json()})
         return props
+
+    # -- rules of a subscription (S15.1) ---------------------------------------------------
+    def rules(self, topic: str, subscription: str) -> list[RuleProperties]:
+        doc = self._read("subscription", subscription, topic)
+        if doc is None:
+            raise MessagingEntityNotFoundError(
+                f"{_describe('subscription', subscription, topic)} does not exist in "
+                f"{self.root}")
+        return [RuleProperties.from_json(r) for r in doc.get("rules", [])]
+
+    def change_rules(self, topic: str, subscription: str,
+                     change: Callable[[list[RuleProperties]], list[RuleProperties]]
+                     ) -> list[RuleProperties]:
+        """Read, change and write a subscription's rules under the catalog lock."""
+        name = _doc_name("subscription", subscription, topic)
+        with self.documents.lock("catalog"):
+            rules = change(self.rules(topic, subscription))
+            doc = self.documents.read(name) or {}
+            self.documents.replace(name, {**doc, "rules": [r.to_json() for r in rules]})
+        return rules
+
+    def topic_rules(self, topic: str) -> list[tuple[SubscriptionProperties, list[RuleProperties]]]:
+        """Every subscription of ``topic`` with its rules, in one pass over the catalog."""
+        found = []
+        for doc in self._docs(_SUBSCRIPTIONS):
+            if doc.get("kind") != "subscription" or \
+                    name_key(doc["properties"]["topic_name"]) != name_key(topic):
+                continue
+            found.append((SubscriptionProperties.from_json(doc["properties"]),
+                          [RuleProperties.from_json(r) for r in doc.get("rules", [])]))
+        return sorted(found, key=lambda f: name_key(f[0].name))
 
     def delete(self, kind: str, name: str, topic: str | None = None) -> Any:
         props = self.get(kind, name, topic)

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
@@ -21,8 +21,17 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.expr import Expr
-from sbqueue.core.names import DEAD_LETTER_SUFFIX, TRANSFER_DEAD_LETTER_SUFFIX
-from sbqueue.core.properties import EntityStatus, QueueProperties
+from sbqueue.core.names import (
+    DEAD_LETTER_SUFFIX,
+    SUBSCRIPTIONS_SEGMENT,
+    TRANSFER_DEAD_LETTER_SUFFIX,
+)
+from sbqueue.core.properties import (
+    EntityStatus,
+    QueueProperties,
+    SubscriptionProperties,
+    TopicProperties,
+)
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.sizes import check_dead_letter_text, entity_limit
 from sbqueue.core.transitions import (
@@ -82,15 +91,25 @@ _VIEW_NAMES = {SubQueue.MAIN: "Main", SubQueue.DEAD_LETTER: "DeadLetter",
 
 
 class Entity:
-    """One queue (or sub-queue) of a namespace, operated on with DataFrames."""
+    """One queue or subscription (or one of their sub-queues), operated on with DataFrames.
+    A subscription reads its copies from its topic's inbox (``target``: its entity id)
+    through a ledger of its own (decision 009)."""
 
-    def __init__(self, namespace: Namespace, props: QueueProperties, sub_queue: str = "") -> None:
+    def __init__(self, namespace: Namespace, props: QueueProperties | SubscriptionProperties,
+                 sub_queue: str = "") -> None:
         self.namespace = namespace
         self.props = props
         self.sub_queue = sub_queue
         self.lane = _LANES[sub_queue]
         self.spark = namespace.spark
-        self.inbox_path = namespace.catalog.data_path(props.entity_id, "inbox")
+        self.topic: TopicProperties | None = None
+        self.target: str | None = None
+        inbox_owner = props.entity_id
+        if isinstance(props, SubscriptionProperties):
+            self.topic = namespace.catalog.get("topic", props.topic_name)
+            self.target = props.entity_id
+            inbox_owner = self.topic.entity_id
+        self.inbox_path = namespace.catalog.data_path(inbox_owner, "inbox")
         self.ledger_path = namespace.catalog.data_path(props.entity_id, "ledger")
         self.partitions = props.partition_count
         self.board = board_for(self.ledger_path, self.partitions)
@@ -99,6 +118,9 @@ class Entity:
 
     @property
     def name(self) -> str:
+        """The entity path without sub-queue: ``q`` or ``topic/Subscriptions/sub``."""
+        if isinstance(self.props, SubscriptionProperties):
+            return f"{self.props.topic_name}/{SUBSCRIPTIONS_SEGMENT}/{self.props.name}"
         return self.props.name
 
     @property
@@ -108,11 +130,30 @@ class Entity:
                   SubQueue.TRANSFER_DEAD_LETTER: TRANSFER_DEAD_LETTER_SUFFIX}.get(self.sub_queue)
         return f"{self.name}/{suffix}" if suffix else self.name
 
+    @property
+    def dedupe(self) -> timedelta | None:
+        """The duplicate detection window: the queue's, or a subscription's topic's (S11)."""
+        return dedupe_window(self.topic if self.topic is not None else self.props)
+
+    @property
+    def max_message_kilobytes(self) -> int | None:
+        """The message size limit: the queue's, or a subscription's topic's (S2.4)."""
+        owner = self.topic if self.topic is not None else self.props
+        return getattr(owner, "max_message_size_in_kilobytes", None)
+
+    def _reload(self) -> None:
+        props = self.props
+        if isinstance(props, SubscriptionProperties):
+            self.props = self.namespace.catalog.get("subscription", props.name,
+                                                    props.topic_name)
+        else:
+            self.props = self.namespace.catalog.get_queue(props.name)
+
     def check_status(self, operation: str) -> None:
         """S16.1: refuse a send to a Disabled or SendDisabled entity, a receive or settle on
         a Disabled or ReceiveDisabled one. Reads the current definition (a status change
         by the administrator takes effect at once)."""
-        self.props = self.namespace.catalog.get_queue(self.props.name)
+        self._reload()
         self.fenced = self.namespace.catalog.fenced(self.props.entity_id)
         blocked = {"send": (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED),
                    "receive": (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED)}[operation]
@@ -130,6 +171,10 @@ class Entity:
             raise InvalidOperationError(
                 f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
                 "dead-letter queue (S7.2)")
+        if not isinstance(self.props, QueueProperties):
+            raise InvalidOperationError(
+                f"{self.name}: a subscription receives what its topic's rules give it; send "
+                "to the topic (S15.2)")
         self.check_status("send")
         self._check_quota(incoming_bytes)
         result = send_dataframe(df, self.props, self.inbox_path, round_robin_start,
@@ -151,7 +196,9 @@ class Entity:
         in between: a bound from the inbox's file statistics (rows x largest message,
         answered from the Delta log), and only when that bound reaches the limit the SQL
         view's exact sum (decision 006)."""
-        limit = entity_limit(self.props.max_size_in_megabytes, self.partitions)
+        owner = self.topic if self.topic is not None else self.props
+        megabytes: int = getattr(owner, "max_size_in_megabytes", 1024)
+        limit = entity_limit(megabytes, self.partitions)
         held, at = self._held
         if time.monotonic() - at > QUOTA_SECONDS:
             held = inbox_bound(self.spark, self.inbox_path)  # never less than the truth
@@ -162,7 +209,7 @@ class Entity:
             raise ServiceBusQuotaExceededError(
                 f"{self.path} holds {held} bytes; with {incoming_bytes} more it would exceed "
                 f"its maximum size of {limit} bytes (max_size_in_megabytes="
-                f"{self.props.max_size_in_megabytes}, S1.6)")
+                f"{megabytes}, S1.6)")
 
     # -- receive ---------------------------------------------------------------------------
     def _context(self, peek_lock: bool) -> ReceiveContext:
@@ -172,7 +219,7 @@ class Entity:
                                              self.board.lock_grace()),
             peek_lock=peek_lock, max_delivery_count=self.props.max_delivery_count,
             dead_letter_on_expiry=self.props.dead_lettering_on_message_expiration,
-            main_queue=self.lane == Lane.MAIN)
+            main_queue=self.lane == Lane.MAIN, requires_session=self.props.requires_session)
 
     def make_attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool,
                       pass_to: tuple[tuple[int, int], ...] = ()) -> Attempt:
@@ -181,7 +228,7 @@ class Entity:
             lock_duration=self.props.lock_duration,
             latest_version=latest_version(self.spark, self.inbox_path)
             if self.lane == Lane.MAIN else 0,
-            pass_to=pass_to, dedupe=dedupe_window(self.props))
+            pass_to=pass_to, dedupe=self.dedupe, target=self.target)
 
     def _attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool
                  ) -> ReceiveResult:
@@ -449,7 +496,7 @@ class Entity:
         """Every message of the entity (all sub-queues), as its Spark SQL view shows it;
         ``internal`` adds each message's ``_send_id`` and ``_batch_index``."""
         return messages(self.spark, self.inbox_path, self.ledger_path, internal,
-                        dedupe_window(self.props))
+                        self.dedupe, self.target)
 
     def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,
                        after: tuple[datetime, int] | None = None,

@@ -11,11 +11,12 @@ import hashlib
 import re
 import shutil
 import uuid
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.names import (
     DEAD_LETTER_SUFFIX,
+    SUBSCRIPTIONS_SEGMENT,
     TRANSFER_DEAD_LETTER_SUFFIX,
     validate_entity_path,
 )
@@ -31,6 +32,7 @@ from sbqueue.engine.schema import (
     LEDGER_PROPERTIES,
     LEDGER_SCHEMA,
 )
+from sbqueue.engine.topic import Topic
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.delta import append, create_table
 from sbqueue.store.documents import is_local, local_path, open_document_store
@@ -136,7 +138,8 @@ class Namespace:
 
     # -- entities --------------------------------------------------------------------------
     def entity(self, path: str) -> Entity:
-        """The entity at ``path``: a queue, or ``<queue>/$DeadLetterQueue`` and the like."""
+        """The entity at ``path``: a queue, a subscription (``<topic>/Subscriptions/<name>``),
+        or one of their sub-queues (``<path>/$DeadLetterQueue`` and the like)."""
         sub_queue = SubQueue.MAIN
         base = path
         for suffix, sub in ((TRANSFER_DEAD_LETTER_SUFFIX, SubQueue.TRANSFER_DEAD_LETTER),
@@ -145,9 +148,21 @@ class Namespace:
                 base, sub_queue = path[: -len(suffix) - 1], sub
                 break
         validate_entity_path(base, "entity path")
+        parts = base.rsplit("/", 2)
+        if len(parts) == 3 and parts[1].lower() == SUBSCRIPTIONS_SEGMENT.lower() \
+                and self.catalog.exists("topic", parts[0]):
+            return Entity(self, self.catalog.get("subscription", parts[2], parts[0]), sub_queue)
+        if self.catalog.exists("topic", base) and not self.catalog.queue_exists(base):
+            raise InvalidOperationError(
+                f"{base!r} is a topic: send to it with topic_sender / Topic, receive from "
+                f"its subscriptions ('{base}/{SUBSCRIPTIONS_SEGMENT}/<name>') (S15.2)")
         return Entity(self, self.catalog.get_queue(base), sub_queue)
 
-    def create_storage(self, kind: str, props: D) -> D:
+    def topic(self, name: str) -> Topic:
+        """The topic ``name``, for sends that fan out to its subscriptions (S15.2)."""
+        return Topic(self, self.catalog.get("topic", validate_entity_path(name, "topic name")))
+
+    def create_storage(self, kind: str, props: D, extra: dict[str, Any] | None = None) -> D:
         """Create a new entity's tables, then publish its definition (or clean up).
 
         A queue has an inbox and a ledger, a topic an inbox (its sends), a subscription a
@@ -164,7 +179,7 @@ class Namespace:
                 append(self.spark.createDataFrame(
                     [initial_cursor(p) for p in range(props.partition_count)], LEDGER_SCHEMA),
                     paths["ledger"])
-            created = self.catalog.create(kind, props)
+            created = self.catalog.create(kind, props, extra)
         except BaseException:
             self._remove_data(entity_id)
             raise
@@ -185,7 +200,7 @@ class Namespace:
     @staticmethod
     def _view_name(kind: str, props: EntityDefinition) -> str:
         if kind == "subscription":
-            return f"{props.topic_name}/Subscriptions/{props.name}"  # type: ignore[attr-defined]
+            return f"{props.topic_name}/{SUBSCRIPTIONS_SEGMENT}/{props.name}"  # type: ignore[attr-defined]
         return props.name
 
     def _remove_data(self, entity_id: str) -> None:
@@ -216,8 +231,10 @@ class Namespace:
         inbox = self.catalog.data_path(owner.entity_id, "inbox")
         ledger = self.catalog.data_path(props.entity_id, "ledger")
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        target = props.entity_id if kind == "subscription" else None
+        select = messages_sql(inbox, ledger, dedupe=dedupe_window(owner), target=target)
         self.spark.sql(f"CREATE OR REPLACE VIEW {self._qualified(self._view_name(kind, props))} "
-                       f"AS {messages_sql(inbox, ledger, dedupe=dedupe_window(owner))}")
+                       f"AS {select}")
 
     def register_views(self) -> None:
         """(Re)create the view of every queue and subscription in this session's catalog."""

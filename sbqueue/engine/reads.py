@@ -18,7 +18,12 @@ from pyspark.sql import functions as F
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.columns import to_sql
-from sbqueue.engine.schema import MESSAGE_FIELDS, TRANSACTION_SEND_PREFIX
+from sbqueue.engine.schema import (
+    COPY_BITS,
+    MESSAGE_FIELDS,
+    TRANSACTION_SEND_PREFIX,
+    owned_rows_sql,
+)
 
 __all__ = [
     "MESSAGE_VIEW_COLUMNS",
@@ -43,12 +48,14 @@ def _q(name: str) -> str:
 _TX = f"send_id LIKE '{TRANSACTION_SEND_PREFIX}%'"
 
 
-def _accepted(dedupe: timedelta | None) -> str:
+def _accepted(dedupe: timedelta | None, target: str | None) -> str:
     """The sent rows that are not duplicates (S11.2, ``core.duplicates``). A transaction's
     rows are checked when it commits (decision 008), not here."""
     if dedupe is None:
         return "SELECT * FROM sent"
     group = ", ".join(DUPLICATE_GROUP)
+    if target is not None:  # a message's plain copy and each rule copy apart
+        group += f", batch_index & {(1 << COPY_BITS) - 1}"
     return f"""
   SELECT * FROM (
     SELECT *, lag(enqueued_time_utc) OVER (PARTITION BY {group} ORDER BY _v, batch_index)
@@ -60,21 +67,22 @@ def _accepted(dedupe: timedelta | None) -> str:
 
 
 def messages_sql(inbox: str, ledger: str, internal: bool = False,
-                 dedupe: timedelta | None = None) -> str:
+                 dedupe: timedelta | None = None, target: str | None = None) -> str:
     """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
     DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled. ``internal``
     adds the send id and batch index (the client finds a send's sequence numbers by them).
     ``dedupe``: the duplicate detection window of an entity that detects duplicates; its
-    duplicates are not messages and get no sequence number (S11.2, S3.1).
+    duplicates are not messages and get no sequence number (S11.2, S3.1). ``target``: a
+    subscription's entity id (its copies in its topic's inbox).
     """
     extra = ", {p}send_id AS _send_id, {p}batch_index AS _batch_index" if internal else ""
     fields = ", ".join(_q(f) for f in _FIELDS) + extra.format(p="")
     inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
     return f"""
 WITH sent AS (
-  SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE targets IS NULL
+  SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE {owned_rows_sql(target)}
 ),
-inbox AS ({_accepted(dedupe)}),
+inbox AS ({_accepted(dedupe, target)}),
 cursors AS (
   SELECT partition_id, cursor_version, cursor_index, last_counter
   FROM delta.`{ledger}` WHERE row_type = 'p'
@@ -113,9 +121,9 @@ WHERE m.row_type = 'm'
 
 
 def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = False,
-             dedupe: timedelta | None = None) -> DataFrame:
+             dedupe: timedelta | None = None, target: str | None = None) -> DataFrame:
     """Every message of the entity, as its Spark SQL view shows it."""
-    return spark.sql(messages_sql(inbox, ledger, internal, dedupe))
+    return spark.sql(messages_sql(inbox, ledger, internal, dedupe, target))
 
 
 def count_messages(view: DataFrame) -> dict[str, int]:

@@ -35,6 +35,8 @@ from sbqueue.engine.schema import (
     LOCATOR,
     MESSAGE_FIELDS,
     TRANSACTION_SEND_PREFIX,
+    copy_of,
+    owned_rows,
 )
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge, read_appended
 
@@ -77,6 +79,7 @@ class Attempt:
     pass_to: tuple[tuple[int, int], ...] = ()  # (partition, seq): the cursor passes it
     dedupe: timedelta | None = None  # the duplicate detection window (S11)
     sessions: tuple[str, ...] = ()  # only these sessions' messages, ``share`` of each (S10)
+    target: str | None = None  # a subscription's entity id: its rows of the topic's inbox
 
     @property
     def lookahead(self) -> int:
@@ -142,12 +145,12 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
             | ((F.col("_commit_version") == c.version) & (F.col("batch_index") > c.position))))
     narrow = read_appended(
         spark, inbox, start - 1, end,
-        F.col("partition_id").isin(a.partitions) & F.col("targets").isNull(),
+        F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
     ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
              "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version"
              ).where(after)
     if a.dedupe is not None:
-        narrow = _without_duplicates(spark, inbox, narrow, a.partitions, a.dedupe)
+        narrow = _without_duplicates(spark, inbox, narrow, a, a.dedupe)
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
     numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.lookahead
@@ -171,23 +174,25 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
         "_pending", "_void")
 
 
-def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame,
-                        partitions: list[int], window: timedelta) -> DataFrame:
+def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame, a: Attempt,
+                        window: timedelta) -> DataFrame:
     """The head rows that are not duplicates (S11.2, ``core.duplicates``). The previous
     copy of a head row was sent at most a window before the oldest head row: only inbox
     rows of that time range are read (data skipping on enqueued time), never the backlog.
+    On a subscription, a message's plain copy and each rule copy are compared apart.
     """
     narrow = narrow.localCheckpoint()
     bounds = narrow.agg(F.min("enqueued_time_utc"), F.max("enqueued_time_utc")).first()
     if bounds is None or bounds[0] is None:
         return narrow
     recent = spark.read.format("delta").load(inbox).where(
-        F.col("partition_id").isin(partitions) & F.col("targets").isNull()
+        F.col("partition_id").isin(a.partitions) & owned_rows(a.target)
         & ~F.col("send_id").startswith(TRANSACTION_SEND_PREFIX)  # checked at commit
         & F.col("enqueued_time_utc").between(F.lit(bounds[0] - window), F.lit(bounds[1]))
     ).select(*LOCATOR, *DUPLICATE_GROUP[1:], "enqueued_time_utc",
-             F.col("_metadata.row_commit_version").alias("_v"))
-    order = Window.partitionBy(*DUPLICATE_GROUP).orderBy("_v", "batch_index")
+             F.col("_metadata.row_commit_version").alias("_v"),
+             copy_of(a.target).alias("_copy"))
+    order = Window.partitionBy(*DUPLICATE_GROUP, "_copy").orderBy("_v", "batch_index")
     copies = recent.withColumn(PREVIOUS_TIME, F.lag("enqueued_time_utc").over(order)).where(
         to_column(is_duplicate(window))).select(*LOCATOR)
     return narrow.join(copies, LOCATOR, "left_anti")

@@ -17,6 +17,8 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
 
 from __future__ import annotations
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -31,6 +33,7 @@ from pyspark.sql.types import (
 )
 
 __all__ = [
+    "COPY_BITS",
     "INBOX_PROPERTIES",
     "INBOX_SCHEMA",
     "LEDGER_COLUMNS",
@@ -42,6 +45,9 @@ __all__ = [
     "SEGMENT_SECONDS",
     "STATE_FIELDS",
     "TRANSACTION_SEND_PREFIX",
+    "copy_of",
+    "owned_rows",
+    "owned_rows_sql",
 ]
 
 SEGMENT_SECONDS = 3600  # inbox segment width: purge drops whole, fully passed segments
@@ -49,6 +55,10 @@ LOCATOR = ["partition_id", "segment", "send_id", "batch_index"]  # an inbox row'
 # The send id of a transaction's inbox rows: they are invisible until a ``t`` row (the
 # commit marker, lane main) with that send id is in the ledger (S12.2, decision 008).
 TRANSACTION_SEND_PREFIX = "tx-"
+# A topic's inbox row is one copy of a message: ``targets`` lists the subscriptions (entity
+# ids) it goes to. The rule copies of one message (decision 009) take batch indexes
+# ``index << COPY_BITS | copy``: copy 0 is the plain copy, copy k the k-th action rule's.
+COPY_BITS = 12
 
 # The message as sent (SPEC S2.1) plus what the broker stamps at send.
 MESSAGE_FIELDS: list[StructField] = [
@@ -136,3 +146,28 @@ LEDGER_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
     "delta.checkpointInterval": "50",
 }
+
+
+def owned_rows_sql(target: str | None) -> str:
+    """The SQL predicate of the inbox rows an entity owns: a queue's (``targets`` NULL) or a
+    subscription's (``target``, its entity id, in ``targets``) in its topic's inbox."""
+    if target is None:
+        return "targets IS NULL"
+    if not target.isalnum():
+        raise ValueError(f"entity id {target!r} is not alphanumeric")
+    return f"array_contains(targets, '{target}')"
+
+
+def owned_rows(target: str | None) -> Column:
+    """``owned_rows_sql`` as a Column."""
+    if target is None:
+        return F.col("targets").isNull()
+    return F.array_contains("targets", target)
+
+
+def copy_of(target: str | None) -> Column:
+    """Which copy of its message a row is (0 on a queue): duplicates are found among the
+    same copies (S11.2)."""
+    if target is None:
+        return F.lit(0).cast("long")
+    return F.col("batch_index").bitwiseAND((1 << COPY_BITS) - 1)

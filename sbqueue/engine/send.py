@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from sbqueue.core.durations import is_never
-from sbqueue.core.properties import QueueProperties
+from sbqueue.core.properties import QueueProperties, TopicProperties
 from sbqueue.core.routing import key_expr, partitions_for
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
 from sbqueue.engine.columns import to_column
@@ -155,7 +155,8 @@ def _properties_check(props: Column) -> Column:
                                 F.lit(" holds a value of a type S2.3 does not allow (S2.3)")))
 
 
-def _first_problem(props: QueueProperties, cols: dict[str, Column], header: Column) -> Column:
+def _first_problem(props: QueueProperties | TopicProperties, cols: dict[str, Column],
+                   header: Column) -> Column:
     """The first rule a row breaks, as a message naming the value and the rule; else null."""
     checks: list[tuple[Column, Column]] = []
     for name in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
@@ -170,7 +171,7 @@ def _first_problem(props: QueueProperties, cols: dict[str, Column], header: Colu
         F.concat(F.lit("partition_key "), cols["partition_key"],
                  F.lit(" differs from session_id "), cols["session_id"], F.lit(" (S2.2)")),
     ))
-    if props.requires_session:
+    if getattr(props, "requires_session", False):
         checks.append((
             cols["session_id"].isNull(),
             F.concat(F.lit(f"queue {props.name} requires sessions; message "),
@@ -195,7 +196,7 @@ def _first_problem(props: QueueProperties, cols: dict[str, Column], header: Colu
     return problem
 
 
-def _message_columns(df: DataFrame, props: QueueProperties) -> dict[str, Column]:
+def _message_columns(df: DataFrame, props: QueueProperties | TopicProperties) -> dict[str, Column]:
     """Every message field of the inbox from ``df``'s columns, typed, with defaults."""
     cols: dict[str, Column] = {}
     for f in MESSAGE_FIELDS:
@@ -237,7 +238,8 @@ def _partition(routed_key: Column, batch_index: Column, n: int, round_robin_star
     return F.coalesce(routed_key, spread).cast("int")
 
 
-def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int = 0,
+def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
+                 round_robin_start: int = 0,
                  fenced: frozenset[int] = frozenset()) -> DataFrame:
     """The inbox rows for ``df``: defaults, validation (raising in the job), expiry, routing
     around the ``fenced`` partitions."""
@@ -287,16 +289,20 @@ def prepare_send(df: DataFrame, props: QueueProperties, round_robin_start: int =
     ).select(*[f.name for f in INBOX_SCHEMA.fields])
 
 
-def send_dataframe(df: DataFrame, props: QueueProperties, inbox_path: str,
+def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbox_path: str,
                    round_robin_start: int = 0, fenced: frozenset[int] = frozenset(),
-                   send_id: str | None = None) -> SendResult:
+                   send_id: str | None = None,
+                   shape: Callable[[DataFrame], DataFrame] | None = None) -> SendResult:
     """Append ``df`` to the inbox in one commit; a bad row stores nothing. ``send_id``: a
-    transaction's (its rows stay invisible until it commits, decision 008)."""
+    transaction's (its rows stay invisible until it commits, decision 008); ``shape``: what
+    turns the prepared rows into the rows stored (a topic's fan-out)."""
     send_id = send_id or uuid.uuid4().hex
     counted = Observation(f"send-{send_id}")
-    rows = prepare_send(df, props, round_robin_start, fenced).withColumn("send_id",
-                                                                        F.lit(send_id))
     try:
+        rows = prepare_send(df, props, round_robin_start, fenced)
+        if shape is not None:
+            rows = shape(rows)
+        rows = rows.withColumn("send_id", F.lit(send_id))
         append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
                             F.sum("size_in_bytes").alias("bytes")), inbox_path)
     except Exception as exc:

@@ -310,7 +310,7 @@ class Sessions:
     # -- state -----------------------------------------------------------------------------
     def set_state(self, lock: SessionLock, state: object) -> None:
         """Store the session state (S10.5): only the holder may, one commit."""
-        data = state_bytes(state, message_limit(self.entity.props.max_message_size_in_kilobytes))
+        data = state_bytes(state, message_limit(self.entity.max_message_kilobytes))
 
         def attempt() -> None:
             read = self.held_row(lock)
@@ -322,7 +322,7 @@ class Sessions:
     def set_states(self, df: DataFrame) -> SessionStateResult:
         """Set the state of each row of ``df`` (session_id, state, session_lock_token) in
         one commit; rows whose lock the caller no longer holds are reported, not set."""
-        limit = message_limit(self.entity.props.max_message_size_in_kilobytes)
+        limit = message_limit(self.entity.max_message_kilobytes)
         wanted = {str(r["session_id"]): (state_bytes(r["state"], limit),
                                          str(r["session_lock_token"]))
                   for r in df.select("session_id", "state", "session_lock_token").collect()}

@@ -11,6 +11,14 @@ from sbqueue.core.properties import (
     SubscriptionProperties,
     TopicProperties,
 )
+from sbqueue.core.rules import (
+    CorrelationRuleFilter,
+    FalseRuleFilter,
+    RuleProperties,
+    SqlRuleAction,
+    SqlRuleFilter,
+    TrueRuleFilter,
+)
 from sbqueue.management.admin import ServiceBusAdministrationClient
 from sbqueue.management.runtime import (
     QueueRuntimeProperties,
@@ -19,15 +27,21 @@ from sbqueue.management.runtime import (
 )
 
 __all__ = [
+    "CorrelationRuleFilter",
     "EntityAvailabilityStatus",
     "EntityStatus",
+    "FalseRuleFilter",
     "NamespaceProperties",
     "QueueProperties",
     "QueueRuntimeProperties",
+    "RuleProperties",
     "ServiceBusAdministrationClient",
     "Sku",
+    "SqlRuleAction",
+    "SqlRuleFilter",
     "SubscriptionProperties",
     "SubscriptionRuntimeProperties",
     "TopicProperties",
     "TopicRuntimeProperties",
+    "TrueRuleFilter",
 ]

@@ -1,9 +1,5 @@
-"""``ServiceBusAdministrationClient``: namespaces, queues, topics and subscriptions, shaped
-like azure-servicebus.
-
-Rules, and sending to topics, arrive with their own issue; their methods are not defined yet
-rather than defined as stubs.
-"""
+"""``ServiceBusAdministrationClient``: namespaces, queues, topics, subscriptions and rules,
+shaped like azure-servicebus."""
 
 from __future__ import annotations
 
@@ -22,9 +18,20 @@ from sbqueue.core.properties import (
     TopicProperties,
     build_properties,
 )
+from sbqueue.core.rules import (
+    DEFAULT_RULE_NAME,
+    RuleFilter,
+    RuleProperties,
+    SqlRuleAction,
+    TrueRuleFilter,
+)
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.namespace import Namespace, normalize_root
-from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessagingEntityAlreadyExistsError,
+    MessagingEntityNotFoundError,
+)
 from sbqueue.management.runtime import (
     QueueRuntimeProperties,
     SubscriptionRuntimeProperties,
@@ -191,15 +198,19 @@ class ServiceBusAdministrationClient:
         return topics
 
     # -- subscriptions ---------------------------------------------------------------------
-    def create_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any
+    def create_subscription(self, topic_name: str, subscription_name: str, *,
+                            default_rule: RuleProperties | None = None, **kwargs: Any
                             ) -> SubscriptionProperties:
-        """A new subscription has its topic's partition count (S1.4)."""
+        """A new subscription has its topic's partition count (S1.4) and the rule
+        ``$Default`` (TrueFilter), or ``default_rule`` instead (S15.1)."""
         topic = self.get_topic(topic_name)
         name = validate_short_name(subscription_name)
         props = self._build(SubscriptionProperties, name, kwargs,
                             parent_partitions=topic.partition_count)
         props.topic_name = topic.name
-        created: SubscriptionProperties = self.namespace.create_storage("subscription", props)
+        rule = (default_rule or RuleProperties(DEFAULT_RULE_NAME)).check()
+        created: SubscriptionProperties = self.namespace.create_storage(
+            "subscription", props, {"rules": [rule.to_json()]})
         return created
 
     def get_subscription(self, topic_name: str, subscription_name: str, **_: Any
@@ -227,6 +238,53 @@ class ServiceBusAdministrationClient:
         subs: list[SubscriptionProperties] = self._definitions.entities("subscription",
                                                                          topic=topic.name)
         return subs
+
+    # -- rules (S15.1-S15.7) -----------------------------------------------------------------
+    def create_rule(self, topic_name: str, subscription_name: str, rule_name: str, *,
+                    filter: RuleFilter | None = None, action: SqlRuleAction | None = None,
+                    **_: Any) -> RuleProperties:
+        """Add a rule; a bad filter or action is refused here, with its position (S15.7)."""
+        rule = RuleProperties(rule_name, filter or TrueRuleFilter(), action).check()
+        self.get_subscription(topic_name, subscription_name)
+
+        def add(rules: list[RuleProperties]) -> list[RuleProperties]:
+            if any(name_key(r.name) == name_key(rule_name) for r in rules):
+                raise MessagingEntityAlreadyExistsError(
+                    f"rule {rule_name!r} of subscription {subscription_name!r} already exists")
+            return [*rules, rule]
+
+        self._definitions.change_rules(topic_name, subscription_name, add)
+        return rule
+
+    def get_rule(self, topic_name: str, subscription_name: str, rule_name: str,
+                 **_: Any) -> RuleProperties:
+        for rule in self.list_rules(topic_name, subscription_name):
+            if name_key(rule.name) == name_key(rule_name):
+                return rule
+        raise MessagingEntityNotFoundError(
+            f"rule {rule_name!r} of subscription {subscription_name!r} of topic "
+            f"{topic_name!r} does not exist")
+
+    def update_rule(self, topic_name: str, subscription_name: str, rule: RuleProperties,
+                    **_: Any) -> RuleProperties:
+        """Replace a rule's filter and action (checked first, S15.7)."""
+        rule.check()
+        self.get_rule(topic_name, subscription_name, rule.name)
+        self._definitions.change_rules(topic_name, subscription_name, lambda rules: [
+            rule if name_key(r.name) == name_key(rule.name) else r for r in rules])
+        return rule
+
+    def delete_rule(self, topic_name: str, subscription_name: str,
+                    rule_name: str | RuleProperties, **_: Any) -> None:
+        name = rule_name.name if isinstance(rule_name, RuleProperties) else rule_name
+        self.get_rule(topic_name, subscription_name, name)
+        self._definitions.change_rules(topic_name, subscription_name, lambda rules: [
+            r for r in rules if name_key(r.name) != name_key(name)])
+
+    def list_rules(self, topic_name: str, subscription_name: str, **_: Any
+                   ) -> list[RuleProperties]:
+        return self._definitions.rules(validate_entity_path(topic_name, "topic name"),
+                                       validate_short_name(subscription_name))
 
     # -- partition availability (S14.2) ----------------------------------------------------
     def set_partition_available(self, entity_path: str, partition_id: int, available: bool

@@ -1,0 +1,181 @@
+"""Topics, subscriptions and rules through the client, the admin client and DataFrames
+(SPEC S15.1-S15.7, S10.1 for topics, S10.6, S11 on topics)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessagingEntityAlreadyExistsError,
+    MessagingEntityNotFoundError,
+)
+from sbqueue.management import (
+    CorrelationRuleFilter,
+    FalseRuleFilter,
+    RuleProperties,
+    SqlRuleAction,
+    SqlRuleFilter,
+    TrueRuleFilter,
+)
+
+pytestmark = pytest.mark.spark
+
+COLORS = ["Red", "Blue", "Green", "Red", "Blue", "Green"]
+
+
+@pytest.fixture
+def client(spark, namespace_root):
+    return ServiceBusClient(namespace_root, spark=spark)
+
+
+def _classic(admin) -> None:
+    """The classic scenario: four subscriptions, four kinds of rule."""
+    admin.create_topic("colors", enable_partitioning=True)
+    admin.create_subscription("colors", "all")  # $Default: TrueFilter (S15.1)
+    admin.create_subscription("colors", "red", default_rule=RuleProperties(
+        "red", SqlRuleFilter("color = 'Red'")))
+    admin.create_subscription("colors", "blue", default_rule=RuleProperties(
+        "blue", SqlRuleFilter("color = @c", {"c": "Blue"}),
+        SqlRuleAction("SET quantity = quantity * 10; SET sys.Label = 'big-blue'")))
+    admin.create_subscription("colors", "green", default_rule=RuleProperties(
+        "green", CorrelationRuleFilter(label="Green", properties={"color": "Green"})))
+
+
+def _drain(client, sub: str) -> list:
+    got = []
+    with client.get_subscription_receiver("colors", sub, max_wait_time=5) as receiver:
+        while batch := receiver.receive_messages(50, max_wait_time=3):
+            for m in batch:
+                receiver.complete_message(m)
+            got.extend(batch)
+    return got
+
+
+def test_s15_1_s15_2_classic_scenario(admin, client) -> None:
+    _classic(admin)
+    assert [r.name for r in admin.list_rules("colors", "all")] == ["$Default"]
+    assert isinstance(admin.get_rule("colors", "all", "$Default").filter, TrueRuleFilter)
+    with client.get_topic_sender("colors") as sender:
+        sender.send_messages([
+            ServiceBusMessage(f"{c}-{i}", subject=c, message_id=f"m{i}",
+                              application_properties={"color": c, "quantity": i})
+            for i, c in enumerate(COLORS)])
+    assert sorted(str(m) for m in _drain(client, "all")) == sorted(
+        f"{c}-{i}" for i, c in enumerate(COLORS))
+    red = _drain(client, "red")
+    assert sorted(str(m) for m in red) == ["Red-0", "Red-3"]
+    assert all("RuleName" not in m.application_properties for m in red)  # no action
+    blue = sorted(_drain(client, "blue"), key=lambda m: m.message_id)
+    assert [m.application_properties["quantity"] for m in blue] == [10, 40]  # S15.6
+    assert {m.subject for m in blue} == {"big-blue"}
+    assert {m.application_properties["RuleName"] for m in blue} == {"blue"}  # S15.2
+    assert sorted(str(m) for m in _drain(client, "green")) == ["Green-2", "Green-5"]
+    # per subscription, numbers start at 1 in each partition (S3)
+    assert all((m.sequence_number & 0xFFFF_FFFF_FFFF) >= 1 for m in red)
+
+
+def test_s15_2_copies_per_rule_outcome_and_unmatched_dropped(admin, client, spark,
+                                                             namespace_root) -> None:
+    admin.create_topic("t")
+    admin.create_subscription("t", "s", default_rule=RuleProperties(
+        "plain1", SqlRuleFilter("n > 0")))
+    admin.create_rule("t", "s", "plain2", filter=SqlRuleFilter("n > 1"))
+    admin.create_rule("t", "s", "act", filter=SqlRuleFilter("n > 2"),
+                      action=SqlRuleAction("SET tagged = TRUE"))
+    admin.create_rule("t", "s", "never", filter=FalseRuleFilter(),
+                      action=SqlRuleAction("SET x = 1"))
+    ns = Namespace(namespace_root, spark)
+    df = spark.createDataFrame([(f"b{n}", n) for n in range(5)], "body string, n int")
+    result = ns.topic("t").send_dataframe(
+        df.selectExpr("body", "named_struct('n', n) AS application_properties"))
+    assert result.count == 4 + 2  # n=1..4 plain once (two plain rules: one copy); n=3,4 act
+    rows = ns.entity("t/Subscriptions/s").messages().select(
+        "body", "application_properties").collect()
+    plain = sorted(r.body.decode() for r in rows
+                   if "RuleName" not in r.application_properties.toPython())
+    acted = sorted(r.body.decode() for r in rows
+                   if r.application_properties.toPython().get("RuleName") == "act")
+    assert plain == ["b1", "b2", "b3", "b4"]  # b0 matched nothing: dropped (S15.2)
+    assert acted == ["b3", "b4"]
+    # the SQL view of the subscription sees the same (Spark SQL by name)
+    assert spark.sql(f"SELECT count(*) FROM {ns.sql_name('t/Subscriptions/s')}").first()[0] == 6
+
+
+def test_s15_2_fan_out_is_one_commit(admin, spark, namespace_root) -> None:
+    admin.create_topic("t")
+    for i in range(5):
+        admin.create_subscription("t", f"s{i}", default_rule=RuleProperties(
+            "r", SqlRuleFilter(f"n % 5 = {i} OR n = 99")))
+    ns = Namespace(namespace_root, spark)
+    topic = ns.topic("t")
+    from delta.tables import DeltaTable
+
+    before = DeltaTable.forPath(spark, topic.inbox_path).history(1).first()["version"]
+    df = spark.range(100).selectExpr("CAST(id AS STRING) AS body",
+                                     "named_struct('n', id) AS application_properties")
+    topic.send_dataframe(df)
+    after = DeltaTable.forPath(spark, topic.inbox_path).history(1).first()["version"]
+    assert after == before + 1
+    counts = [ns.entity(f"t/Subscriptions/s{i}").messages().count() for i in range(5)]
+    assert counts == [21, 21, 21, 21, 20]  # 99 goes to every one (99 % 5 = 4 already)
+
+
+def test_s15_7_rules_admin_refuses_bad_rules(admin) -> None:
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
+    with pytest.raises(InvalidOperationError, match="column 8"):
+        admin.create_rule("t", "s", "bad", filter=SqlRuleFilter("color == 'x'"))
+    with pytest.raises(InvalidOperationError, match=r"S15\.7"):
+        admin.create_rule("t", "s", "bad", filter=SqlRuleFilter("a = 1"),
+                          action=SqlRuleAction("SET"))
+    assert [r.name for r in admin.list_rules("t", "s")] == ["$Default"]  # nothing added
+    admin.create_rule("t", "s", "ok", filter=SqlRuleFilter("a = 1"))
+    with pytest.raises(MessagingEntityAlreadyExistsError):
+        admin.create_rule("t", "s", "OK")
+    rule = admin.get_rule("t", "s", "ok")
+    rule.filter = SqlRuleFilter("a = 2")
+    admin.update_rule("t", "s", rule)
+    assert admin.get_rule("t", "s", "ok").filter.sql_expression == "a = 2"
+    admin.delete_rule("t", "s", "$Default")
+    assert [r.name for r in admin.list_rules("t", "s")] == ["ok"]
+    with pytest.raises(MessagingEntityNotFoundError):
+        admin.get_rule("t", "s", "$Default")
+
+
+def test_s10_1_session_subscription_dead_letters_a_copy_without_session(admin, client
+                                                                        ) -> None:
+    admin.create_topic("t")
+    admin.create_subscription("t", "sess", requires_session=True)
+    admin.create_subscription("t", "plain")
+    with client.get_topic_sender("t") as sender:
+        sender.send_messages([ServiceBusMessage("no-session"),
+                              ServiceBusMessage("in-session", session_id="a")])
+    with client.get_subscription_receiver("t", "sess", session_id="a",
+                                          max_wait_time=5) as receiver:
+        got = receiver.receive_messages(10)
+        assert [str(m) for m in got] == ["in-session"]
+        receiver.complete_message(got[0])
+    with client.get_subscription_receiver("t", "sess", sub_queue="deadletter",
+                                          max_wait_time=5) as dlq:
+        dead = dlq.receive_messages(10)
+    assert [(str(m), m.dead_letter_reason) for m in dead] == [("no-session",
+                                                               "Session ID is null")]
+    assert client.list_subscription_sessions("t", "sess") == []  # S10.6: all settled
+    with client.get_subscription_receiver("t", "plain", max_wait_time=5) as receiver:
+        assert sorted(str(m) for m in receiver.receive_messages(10)) == [
+            "in-session", "no-session"]
+
+
+def test_a_subscription_is_not_sendable_and_a_topic_not_receivable(admin, client,
+                                                                    spark, namespace_root
+                                                                    ) -> None:
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
+    ns = Namespace(namespace_root, spark)
+    with pytest.raises(InvalidOperationError, match="send to the topic"):
+        ns.entity("t/Subscriptions/s").send_dataframe(
+            spark.createDataFrame([("x",)], "body string"))
+    with pytest.raises(InvalidOperationError, match="is a topic"):
+        ns.entity("t")
