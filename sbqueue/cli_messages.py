@@ -97,7 +97,8 @@ def _show(messages: list[Any], as_json: bool, title: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def send(namespace: str, queue: str, body: str | None, file_: Any,
          properties: tuple[str, ...], ttl: str | None, as_json: bool, **fields: Any) -> None:
-    """Send BODY, or each JSON line of --file, or stdin's lines, to QUEUE in one commit."""
+    """Send BODY, or each JSON line of --file, or stdin's lines, to QUEUE (or a topic: its
+    subscriptions' rules decide who gets a copy) in one commit."""
     if body is not None:
         specs = [{"body": body, **{k: v for k, v in fields.items() if v is not None}}]
         if properties:
@@ -108,7 +109,10 @@ def send(namespace: str, queue: str, body: str | None, file_: Any,
         lines = (file_ or sys.stdin).read().splitlines()
         specs = [_line(line) for line in lines if line.strip()]
     messages = [_message(s) for s in specs]
-    with _client(namespace).get_queue_sender(queue) as sender:
+    client = _client(namespace)
+    to_topic = client.namespace.catalog.exists("topic", queue)
+    with (client.get_topic_sender(queue) if to_topic else client.get_queue_sender(queue)
+          ) as sender:
         sender.send_messages(messages)
     if as_json:
         click.echo(json.dumps({"queue": queue, "sent": len(messages)}))

@@ -4,11 +4,19 @@ shaped like azure-servicebus."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.connection import parse_endpoint
-from sbqueue.core.names import name_key, validate_entity_path, validate_short_name
+from sbqueue.core.names import (
+    SUBSCRIPTIONS_SEGMENT,
+    name_key,
+    validate_entity_path,
+    validate_short_name,
+)
 from sbqueue.core.properties import (
     EntityDefinition,
     NamespaceProperties,
@@ -32,6 +40,7 @@ from sbqueue.exceptions import (
     MessagingEntityAlreadyExistsError,
     MessagingEntityNotFoundError,
 )
+from sbqueue.management.config_file import ConfigPlan, property_checker, read_config
 from sbqueue.management.runtime import (
     QueueRuntimeProperties,
     SubscriptionRuntimeProperties,
@@ -48,6 +57,12 @@ if TYPE_CHECKING:
 __all__ = ["ServiceBusAdministrationClient", "parse_endpoint"]
 
 D = TypeVar("D", bound=EntityDefinition)
+FORWARDS = ("forward_to", "forward_dead_lettered_messages_to")
+
+
+def _unforwarded(props: dict[str, Any]) -> dict[str, Any]:
+    """Properties without forwarding: set once every entity of a config file exists."""
+    return {k: v for k, v in props.items() if k not in FORWARDS}
 
 
 class ServiceBusAdministrationClient:
@@ -350,6 +365,69 @@ class ServiceBusAdministrationClient:
                     f"{hop!r} (S13.1)")
             seen.add(name_key(hop))
             hop = catalog.get_queue(hop).forward_to if catalog.queue_exists(hop) else None
+
+    # -- Config.json (S15.8) ---------------------------------------------------------------
+    def apply_config(self, path: str | Path) -> dict[str, list[str]]:
+        """Create what the emulator config file at ``path`` names and the namespace lacks;
+        the file is checked whole first, so a bad one creates nothing. Returns the paths
+        ``created`` and ``existing``."""
+        ns = self._settings()
+        plan = read_config(path, property_checker(ns.sku, ns.messaging_partitions))
+        self._check_config_forwards(plan)
+        catalog = self.namespace.catalog
+        report: dict[str, list[str]] = {"created": [], "existing": []}
+        forwards: list[tuple[str, str | None, dict[str, Any]]] = []
+        for name, props in plan.queues:
+            if self._apply_one(report, name, catalog.exists("queue", name),
+                               partial(self.create_queue, name, **_unforwarded(props))):
+                forwards.append((name, None, props))
+        for name, props in plan.topics:
+            self._apply_one(report, name, catalog.exists("topic", name),
+                            partial(self.create_topic, name, **_unforwarded(props)))
+        for topic, sub, props, rules in plan.subscriptions:
+            if self._apply_one(report, f"{topic}/{SUBSCRIPTIONS_SEGMENT}/{sub}",
+                               catalog.exists("subscription", sub, topic),
+                               partial(self._create_with_rules, topic, sub, props, rules)):
+                forwards.append((sub, topic, props))
+        for name, parent, props in forwards:  # every target exists by now (S13.1)
+            wanted = {k: props[k] for k in FORWARDS if props.get(k)}
+            if wanted and parent is None:
+                self.update_queue({"name": name}, **wanted)
+            elif wanted and parent is not None:
+                self.update_subscription(parent, {"name": name}, **wanted)
+        return report
+
+    def _check_config_forwards(self, plan: ConfigPlan) -> None:
+        """Forward targets must be in the file or the namespace, before anything is made."""
+        catalog = self.namespace.catalog
+        named = {name_key(n) for n, _ in plan.queues + plan.topics}
+        sources = plan.queues + [(f"{t}/{SUBSCRIPTIONS_SEGMENT}/{s}", p)
+                                 for t, s, p, _ in plan.subscriptions]
+        for name, props in sources:
+            for attr in FORWARDS:
+                target = props.get(attr)
+                if target and name_key(target) not in named and not (
+                        catalog.exists("queue", target) or catalog.exists("topic", target)):
+                    raise InvalidOperationError(
+                        f"Config.json: {name} {attr}={target!r}: no such queue or topic in "
+                        "the file or the namespace (S13.1, S15.8)")
+
+    def _create_with_rules(self, topic: str, sub: str, props: dict[str, Any],
+                           rules: list[RuleProperties]) -> None:
+        self.create_subscription(topic, sub, default_rule=rules[0] if rules else None,
+                                 **_unforwarded(props))
+        for rule in rules[1:]:
+            self.create_rule(topic, sub, rule.name, filter=rule.filter, action=rule.action)
+
+    @staticmethod
+    def _apply_one(report: dict[str, list[str]], path: str, exists: bool,
+                   create: Callable[[], Any]) -> bool:
+        if exists:
+            report["existing"].append(path)
+            return False
+        create()
+        report["created"].append(path)
+        return True
 
     def close(self) -> None:
         self._namespace = None
