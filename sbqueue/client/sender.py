@@ -68,13 +68,6 @@ class ServiceBusSender:
     def entity(self) -> Entity | Topic:
         return self._entity
 
-    def _queue(self, operation: str) -> Entity:
-        if isinstance(self._entity, Topic):
-            raise InvalidOperationError(
-                f"{operation} on topic {self._entity.name}: scheduled topic messages are not "
-                "supported yet (S8.5; decision 009)")
-        return self._entity
-
     def create_message_batch(self, max_size_in_bytes: int | None = None
                              ) -> ServiceBusMessageBatch:
         """An empty batch; at most the entity's batch size (S2.4)."""
@@ -104,18 +97,17 @@ class ServiceBusSender:
     def schedule_messages(self, messages: ServiceBusMessage | Sequence[ServiceBusMessage],
                           schedule_time_utc: datetime, **_: Any) -> list[int]:
         """Send for activation at ``schedule_time_utc``; their sequence numbers (S3.4, S8.4).
-
-        A time in the past activates at once [decided]."""
-        queue = self._queue("schedule_messages")
+        On a topic they wait at the topic (S8.5). A time in the past activates at once
+        [decided]."""
         send_id = self._send(scheduled(messages, schedule_time_utc))
-        return queue.sequence_numbers(send_id) if send_id else []
+        return self._entity.sequence_numbers(send_id) if send_id else []
 
     def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **_: Any
                                   ) -> None:
         """Remove scheduled messages not yet active; MessageNotFound otherwise (S8.4)."""
         seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(
             sequence_numbers)
-        self._queue("cancel_scheduled_messages").cancel_scheduled(seqs)
+        self._entity.cancel_scheduled(seqs)
 
     def close(self) -> None:
         """Nothing to release: sends hold no connection."""

@@ -76,9 +76,11 @@ def messages_sql(inbox: str, ledger: str, internal: bool = False,
     subscription's entity id (its copies in its topic's inbox).
     """
     extra = ", {p}send_id AS _send_id, {p}batch_index AS _batch_index" if internal else ""
+    # S8.5: a scheduled topic message waits at the topic; its subscriptions never show it.
+    waiting = "" if target is None or internal else " WHERE state <> 'Scheduled'"
     fields = ", ".join(_q(f) for f in _FIELDS) + extra.format(p="")
     inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
-    return f"""
+    return f"""SELECT * FROM (
 WITH sent AS (
   SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE {owned_rows_sql(target)}
 ),
@@ -117,6 +119,7 @@ FROM delta.`{ledger}` m
 JOIN inbox i ON m.partition_id = i.partition_id AND m.segment = i.segment
              AND m.send_id = i.send_id AND m.batch_index = i.batch_index
 WHERE m.row_type = 'm'
+){waiting}
 """
 
 

@@ -17,12 +17,19 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties, TopicProperties
 from sbqueue.core.rules import RuleProperties
+from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.engine.receive import as_aware, utcnow
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA
 from sbqueue.engine.send import SendResult, send_dataframe
-from sbqueue.exceptions import MessagingEntityDisabledError, ServiceBusQuotaExceededError
+from sbqueue.exceptions import (
+    MessageNotFoundError,
+    MessagingEntityDisabledError,
+    ServiceBusQuotaExceededError,
+)
 
 if TYPE_CHECKING:
     from sbqueue.engine.namespace import Namespace
@@ -30,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["MAX_ACTION_RULES", "Topic", "fan_out"]
 
 MAX_ACTION_RULES = (1 << COPY_BITS) - 1  # rule copies of one message: batch index bits
+_SPAN = 1 << COPY_BITS
+_COUNTER_MASK = (1 << COUNTER_BITS) - 1
 
 
 @dataclass(frozen=True)
@@ -64,8 +73,11 @@ def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
     base = F.shiftleft(F.col("batch_index"), COPY_BITS)
     targets = F.filter(F.array(*plain), lambda t: t.isNotNull()) if plain \
         else F.array().cast("array<string>")
+    # A message matching nothing is dropped, unless it is scheduled: its plain row then
+    # stays at the topic until due (S8.5), giving it a topic sequence number.
+    future = F.col("scheduled_enqueue_time_utc") > F.current_timestamp()
     parts = [evaluated.withColumns({"targets": targets, "batch_index": base})
-             .where(F.size("targets") > 0)]
+             .where((F.size("targets") > 0) | F.coalesce(future, F.lit(False)))]
     for k, (copy, match) in enumerate(copies, start=1):
         action = copy.rule.action
         assert action is not None
@@ -122,3 +134,66 @@ class Topic:
         fenced = self.namespace.catalog.fenced(self.props.entity_id)
         return send_dataframe(df, self.props, self.inbox_path, round_robin_start, fenced,
                               send_id, shape=lambda rows: fan_out(rows, subscriptions))
+
+    # -- scheduled messages stay at the topic until due (S8.5) -----------------------------
+    def sequence_numbers(self, send_id: str) -> list[int]:
+        """A send's topic sequence numbers, in send order: ``partition << 48`` plus one more
+        than the row id (Delta row tracking) of each message's plain row (S3.4, S8.5)."""
+        rows = (self.spark.read.format("delta").load(self.inbox_path)
+                .where((F.col("send_id") == send_id) & (F.col("batch_index") % _SPAN == 0))
+                .select("partition_id", "batch_index", F.col("_metadata.row_id").alias("rid"))
+                .orderBy("batch_index").collect())
+        return [(int(r[0]) << COUNTER_BITS) | (int(r[2]) + 1) for r in rows]
+
+    def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
+        """Cancel scheduled topic messages not yet due: every subscription's copy goes
+        (S8.4, S8.5); MessageNotFound for an unknown, cancelled or active one."""
+        self.check_status()
+        seqs = sorted(set(sequence_numbers))
+        if not seqs:
+            return
+        wanted = F.lit(False)
+        for seq in seqs:
+            wanted = wanted | ((F.col("partition_id") == seq >> COUNTER_BITS)
+                               & (F.col("_metadata.row_id") == (seq & _COUNTER_MASK) - 1))
+        inbox = self.spark.read.format("delta").load(self.inbox_path)
+        plain = inbox.where(wanted & (F.col("batch_index") % _SPAN == 0)).select(
+            "partition_id", "send_id", "batch_index", "scheduled_enqueue_time_utc").collect()
+        now = utcnow()
+        due = [r for r in plain if r[3] is None or as_aware(r)["scheduled_enqueue_time_utc"]
+               <= now]
+        if len(plain) < len(seqs) or due:
+            raise MessageNotFoundError(
+                f"topic {self.name}: sequence numbers {seqs} are not all scheduled messages "
+                "still waiting (unknown, cancelled or already active; S8.4)")
+        messages = {(str(r[1]), int(r[2]) >> COPY_BITS) for r in plain}
+        held = 0
+        for sub in self.namespace.catalog.entities("subscription", topic=self.name):
+            entity = self.namespace.entity(f"{self.name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")
+            view = entity.messages(internal=True).where(F.col("state") == "Scheduled")
+            mine = [int(r[0]) for r in view.select(
+                "sequence_number", "_send_id", "_batch_index").collect()
+                if (str(r[1]), int(r[2]) >> COPY_BITS) in messages]
+            if mine:
+                entity.cancel_scheduled(mine)
+                held += 1
+        if not held and self._targeted(messages):
+            raise MessageNotFoundError(
+                f"topic {self.name}: sequence numbers {seqs} were already cancelled (S8.4)")
+
+    def _targeted(self, messages: set[tuple[str, int]]) -> bool:
+        """Whether any copy of these messages went to a subscription."""
+        rows = (self.spark.read.format("delta").load(self.inbox_path)
+                .where(F.col("send_id").isin(sorted({m[0] for m in messages}))
+                       & (F.size("targets") > 0))
+                .select("send_id", "batch_index").collect())
+        return any((str(r[0]), int(r[1]) >> COPY_BITS) in messages for r in rows)
+
+    def scheduled_count(self) -> int:
+        """Scheduled messages waiting at the topic (S8.5, S16.2): each counted once,
+        however many subscriptions hold a copy."""
+        rows = (self.spark.read.format("delta").load(self.inbox_path)
+                .where(F.col("scheduled_enqueue_time_utc") > F.current_timestamp())
+                .select("send_id", F.shiftright("batch_index", COPY_BITS).alias("m"))
+                .distinct().count())
+        return int(rows)

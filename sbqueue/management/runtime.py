@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import (
     EntityAvailabilityStatus,
     EntityDefinition,
@@ -15,9 +16,10 @@ from sbqueue.core.properties import (
     SubscriptionProperties,
     TopicProperties,
 )
-from sbqueue.engine.reads import count_messages, last_commit, messages
+from sbqueue.engine.reads import last_commit
 
 if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
     from sbqueue.engine.namespace import Namespace
 
 __all__ = [
@@ -111,17 +113,16 @@ def queue_runtime(ns: Namespace, queue: QueueProperties) -> QueueRuntimeProperti
     )
 
 
-def _subscription_tables(ns: Namespace, topic: TopicProperties,
-                         sub: SubscriptionProperties) -> tuple[str, str]:
-    """A subscription reads its topic's inbox through its own ledger."""
-    return (ns.catalog.data_path(topic.entity_id, "inbox"),
-            ns.catalog.data_path(sub.entity_id, "ledger"))
+def _subscription(ns: Namespace, topic: TopicProperties, sub: SubscriptionProperties
+                  ) -> Entity:
+    """A subscription reads its copies of its topic's inbox through its own ledger."""
+    return ns.entity(f"{topic.name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")
 
 
 def subscription_runtime(ns: Namespace, topic: TopicProperties, sub: SubscriptionProperties
                          ) -> SubscriptionRuntimeProperties:
-    inbox, ledger = _subscription_tables(ns, topic, sub)
-    counts = count_messages(messages(ns.spark, inbox, ledger))
+    entity = _subscription(ns, topic, sub)
+    counts = entity.counts()
     return SubscriptionRuntimeProperties(
         name=sub.name, topic_name=topic.name,
         active_message_count=counts["active"],
@@ -130,23 +131,21 @@ def subscription_runtime(ns: Namespace, topic: TopicProperties, sub: Subscriptio
         transfer_dead_letter_message_count=counts["transfer_dead_letter"],
         total_message_count=counts["total"],
         created_at_utc=sub.created_at_utc, updated_at_utc=sub.updated_at_utc,
-        accessed_at_utc=_accessed(last_commit(ns.spark, [ledger]), sub),
+        accessed_at_utc=_accessed(last_commit(ns.spark, [entity.ledger_path]), sub),
     )
 
 
 def topic_runtime(ns: Namespace, topic: TopicProperties,
                   subs: list[SubscriptionProperties]) -> TopicRuntimeProperties:
-    """Bytes summed over the subscriptions' copies; the topic's own scheduled messages (S8.5)
-    arrive with topic sends (issue 8), until then it holds none."""
-    inbox = ns.catalog.data_path(topic.entity_id, "inbox")
-    size = 0
-    for sub in subs:
-        _, ledger = _subscription_tables(ns, topic, sub)
-        size += count_messages(messages(ns.spark, inbox, ledger))["size_in_bytes"]
+    """Bytes summed over the subscriptions' copies; scheduled messages wait at the topic
+    (S8.5), each counted once."""
+    size = sum(_subscription(ns, topic, sub).counts()["size_in_bytes"] for sub in subs)
+    handle = ns.topic(topic.name)
     return TopicRuntimeProperties(
-        name=topic.name, subscription_count=len(subs), scheduled_message_count=0,
+        name=topic.name, subscription_count=len(subs),
+        scheduled_message_count=handle.scheduled_count(),
         size_in_bytes=size, created_at_utc=topic.created_at_utc,
         updated_at_utc=topic.updated_at_utc,
-        accessed_at_utc=_accessed(last_commit(ns.spark, [inbox]), topic),
+        accessed_at_utc=_accessed(last_commit(ns.spark, [handle.inbox_path]), topic),
         availability_status=_availability(ns, topic.entity_id),
     )

@@ -179,3 +179,52 @@ def test_a_subscription_is_not_sendable_and_a_topic_not_receivable(admin, client
             spark.createDataFrame([("x",)], "body string"))
     with pytest.raises(InvalidOperationError, match="is a topic"):
         ns.entity("t")
+
+
+def test_s8_5_scheduled_topic_messages_wait_at_the_topic(admin, client) -> None:
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    from sbqueue.exceptions import MessageNotFoundError
+
+    admin.create_topic("t", enable_partitioning=True)
+    admin.create_subscription("t", "a")
+    admin.create_subscription("t", "b", default_rule=RuleProperties(
+        "one", SqlRuleFilter("n = 1")))
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with client.get_topic_sender("t") as sender:
+        seqs = sender.schedule_messages([
+            ServiceBusMessage("x", application_properties={"n": 1}),
+            ServiceBusMessage("y", application_properties={"n": 2})], later)
+        soon = sender.schedule_messages(ServiceBusMessage("soon"),
+                                        datetime.now(timezone.utc) + timedelta(seconds=8))
+        assert len(seqs) == 2 and len(set(seqs + soon)) == 3
+        assert admin.get_topic_runtime_properties("t").scheduled_message_count == 3
+        runtime = admin.get_subscription_runtime_properties("t", "a")
+        assert runtime.total_message_count == 0  # never shown as Scheduled (S8.5)
+        sender.cancel_scheduled_messages(seqs[0])  # from both subscriptions
+        assert admin.get_topic_runtime_properties("t").scheduled_message_count == 2
+        with pytest.raises(MessageNotFoundError):
+            sender.cancel_scheduled_messages(seqs[0])
+    time.sleep(9)  # "soon" is due now
+    with client.get_subscription_receiver("t", "a", max_wait_time=10) as receiver:
+        got = receiver.receive_messages(10)
+        assert [str(m) for m in got] == ["soon"]
+        receiver.complete_message(got[0])
+    with client.get_subscription_receiver("t", "b", max_wait_time=2) as receiver:
+        assert receiver.receive_messages(10) == []  # x was cancelled, y is not for b
+
+
+def test_s11_duplicates_on_a_topic_count_each_copy_apart(admin, client) -> None:
+    admin.create_topic("t", requires_duplicate_detection=True,
+                       duplicate_detection_history_time_window="PT10M")
+    admin.create_subscription("t", "s")
+    admin.create_rule("t", "s", "tag", filter=TrueRuleFilter(),
+                      action=SqlRuleAction("SET tagged = TRUE"))
+    with client.get_topic_sender("t") as sender:
+        sender.send_messages(ServiceBusMessage("first", message_id="m"))
+        sender.send_messages(ServiceBusMessage("again", message_id="m"))  # a duplicate
+    with client.get_subscription_receiver("t", "s", max_wait_time=5) as receiver:
+        got = receiver.receive_messages(10)
+    copies = sorted((str(m), (m.application_properties or {}).get("RuleName", "")) for m in got)
+    assert copies == [("first", ""), ("first", "tag")]  # plain and rule copy, once each
