@@ -1,0 +1,78 @@
+"""S15.2 under a crash: a child process (its own JVM) sends to a topic with three
+subscriptions and is killed with SIGKILL at each step of the fan-out: before the write,
+during it (0.5 s into the append job), after the commit before the caller returns. Every
+subscription must then hold all of its copies, or every subscription none."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sbqueue import Namespace
+from sbqueue.management import RuleProperties, SqlRuleAction, SqlRuleFilter
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+STEPS = ("before_write", "during_write", "after_write")
+MESSAGES = 60
+# subscription -> copies it gets of the 60 messages (n = 0..59)
+EXPECTED = {"all": 60, "even": 30, "tagged": 20}
+
+CHILD = textwrap.dedent(
+    """
+    import os, signal, sys, threading
+    import sbqueue.engine.send as send
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+    root, topic, step = sys.argv[1], sys.argv[2], sys.argv[3]
+    real = send.append
+
+    def kill():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def append(rows, path, *args, **kwargs):
+        if step == "before_write":
+            kill()
+        if step == "during_write":
+            threading.Timer(0.5, kill).start()
+        result = real(rows, path, *args, **kwargs)
+        if step == "after_write":
+            kill()
+        return result
+
+    send.append = append
+    client = ServiceBusClient(root)
+    with client.get_topic_sender(topic) as sender:
+        sender.send_messages([ServiceBusMessage(f"m{n}", application_properties={"n": n})
+                              for n in range(60)])
+    print("returned", flush=True)
+    """
+)
+
+
+def test_s15_2_a_killed_fan_out_leaves_every_copy_or_none(admin, spark, namespace_root,
+                                                         tmp_path) -> None:
+    for step in STEPS:
+        admin.create_topic(step, enable_partitioning=True)
+        admin.create_subscription(step, "all")
+        admin.create_subscription(step, "even", default_rule=RuleProperties(
+            "even", SqlRuleFilter("n % 2 = 0")))
+        admin.create_subscription(step, "tagged", default_rule=RuleProperties(
+            "third", SqlRuleFilter("n % 3 = 0"), SqlRuleAction("SET third = TRUE")))
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    ns = Namespace(namespace_root, spark)
+    for step in STEPS:  # one at a time: a cold JVM each
+        proc = subprocess.run([sys.executable, str(script), namespace_root, step, step],
+                              capture_output=True, text=True, timeout=900, check=False)
+        assert proc.returncode == -9, (step, proc.stdout, proc.stderr[-3000:])
+        counts = {sub: ns.entity(f"{step}/Subscriptions/{sub}").messages().count()
+                  for sub in EXPECTED}
+        zero = dict.fromkeys(EXPECTED, 0)
+        assert counts in (EXPECTED, zero), (step, counts)  # all of it or none of it
+        if step == "before_write":
+            assert counts == zero
+        if step == "after_write":
+            assert counts == EXPECTED
