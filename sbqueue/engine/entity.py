@@ -1,6 +1,7 @@
 """Operations on one entity as DataFrames: send, receive (lock), settle, peek, count.
 
-The entity is a queue or one of its dead-letter sub-queues. Sends append to the inbox
+The entity is a queue or a subscription, or one of their dead-letter sub-queues (a
+subscription reads its topic's inbox, decision 009). Sends append to the inbox
 (``send``); receives and settlements commit to the ledger partitions they change
 (``receive``, ``settle``); reads never commit (``reads``). Concurrent callers in one
 process share a ``PartitionBoard``, so threads spread over partitions instead of

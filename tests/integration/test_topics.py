@@ -228,3 +228,23 @@ def test_s11_duplicates_on_a_topic_count_each_copy_apart(admin, client) -> None:
         got = receiver.receive_messages(10)
     copies = sorted((str(m), (m.application_properties or {}).get("RuleName", "")) for m in got)
     assert copies == [("first", ""), ("first", "tag")]  # plain and rule copy, once each
+
+
+def test_s15_1_s1_5_subscription_and_partitioned_topic_quotas(admin, monkeypatch) -> None:
+    """2,000 subscriptions per topic and 100 partitioned queues + topics, checked with
+    quotas of 2 to keep the test short; a refused create creates nothing."""
+    import sbqueue.engine.catalog as catalog_module
+    from sbqueue.exceptions import ServiceBusQuotaExceededError
+
+    monkeypatch.setattr(catalog_module, "MAX_SUBSCRIPTIONS", 2)
+    monkeypatch.setattr(catalog_module, "MAX_PARTITIONED_ENTITIES", 2)
+    admin.create_topic("t", enable_partitioning=True)
+    admin.create_queue("q", enable_partitioning=True)
+    with pytest.raises(ServiceBusQuotaExceededError, match=r"S1\.5"):
+        admin.create_topic("t2", enable_partitioning=True)
+    admin.create_subscription("t", "a")
+    admin.create_subscription("t", "b")
+    with pytest.raises(ServiceBusQuotaExceededError, match=r"S15\.1"):
+        admin.create_subscription("t", "c")
+    assert [s.name for s in admin.list_subscriptions("t")] == ["a", "b"]
+    assert [t.name for t in admin.list_topics()] == ["t"]

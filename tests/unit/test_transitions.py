@@ -225,3 +225,19 @@ def test_s12_2_a_transaction_row_that_never_committed_is_passed_never_stored() -
     assert out["_op"] is None and out["_handed"] is False
     waiting = row(origin="inbox", lane=None, delivery_count=0, _passed=True, _void=True)
     assert apply(receive_outcome(ctx()), waiting)["_op"] is None
+
+
+def test_s10_1_a_copy_without_session_on_a_session_subscription_is_dead_lettered() -> None:
+    """The cursor passing a topic copy without a session id on a session subscription
+    dead-letters it with 'Session ID is null'; with a session id it waits as usual."""
+    c = ctx(requires_session=True)
+    sessionless = row(origin="inbox", lane=None, delivery_count=0, _passed=True,
+                      session_id=None)
+    out = apply(receive_outcome(c), sessionless)
+    assert (out["_op"], out["lane"], out["dead_letter_reason"]) == (
+        "upsert", Lane.DEAD_LETTER, "Session ID is null")
+    assert out["_handed"] is False
+    in_session = {**sessionless, "session_id": "a"}
+    out = apply(receive_outcome(c), in_session)
+    assert (out["_op"], out["lane"]) == ("upsert", Lane.MAIN)
+    assert apply(receive_outcome(ctx()), sessionless)["lane"] == Lane.MAIN  # a queue: kept
