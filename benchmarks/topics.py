@@ -136,6 +136,8 @@ def main() -> None:
     args = parser.parse_args()
     report = run(args.messages, args.reps, [int(s) for s in args.subs.split(",")])
     print(json.dumps(report), flush=True)
+    with open(RESULTS / f"topics-{report['date']}.jsonl", "a") as out:
+        out.write(json.dumps(report) + "\n")
     print(f"{'subscriptions':>13} {'p50 s':>7} {'msg/s':>8} {'copies/s':>9} {'cost x':>7}")
     for c in report["curve"]:
         print(f"{c['subscriptions']:>13} {c['p50_s']:>7} {c['messages_per_s']:>8} "
