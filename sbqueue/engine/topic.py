@@ -32,6 +32,7 @@ from sbqueue.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
     from sbqueue.engine.namespace import Namespace
 
 __all__ = ["MAX_ACTION_RULES", "Topic", "fan_out"]
@@ -174,12 +175,9 @@ class Topic:
                 "still waiting (unknown, cancelled or already active; S8.4)")
         messages = {(str(r[1]), int(r[2]) >> COPY_BITS) for r in plain}
         held = 0
-        for sub in self.namespace.catalog.entities("subscription", topic=self.name):
-            entity = self.namespace.entity(f"{self.name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")
-            view = entity.messages(internal=True).where(F.col("state") == "Scheduled")
-            mine = [int(r[0]) for r in view.select(
-                "sequence_number", "_send_id", "_batch_index").collect()
-                if (str(r[1]), int(r[2]) >> COPY_BITS) in messages]
+        for entity in self._subscriptions():
+            mine = [int(r[0]) for r in _scheduled_copies(entity).collect()
+                    if (str(r[1]), int(r[2])) in messages]
             if mine:
                 entity.cancel_scheduled(mine)
                 held += 1
@@ -195,11 +193,25 @@ class Topic:
                 .select("send_id", "batch_index").collect())
         return any((str(r[0]), int(r[1]) >> COPY_BITS) in messages for r in rows)
 
+    def _subscriptions(self) -> list[Entity]:
+        return [self.namespace.entity(f"{self.name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")
+                for sub in self.namespace.catalog.entities("subscription", topic=self.name)]
+
     def scheduled_count(self) -> int:
         """Scheduled messages waiting at the topic (S8.5, S16.2): each counted once,
-        however many subscriptions hold a copy."""
-        rows = (self.spark.read.format("delta").load(self.inbox_path)
-                .where(F.col("scheduled_enqueue_time_utc") > F.current_timestamp())
-                .select("send_id", F.shiftright("batch_index", COPY_BITS).alias("m"))
-                .distinct().count())
-        return int(rows)
+        however many subscriptions hold a copy; a cancelled one no longer counts."""
+        waiting = {(str(r[1]), int(r[2])) for entity in self._subscriptions()
+                   for r in _scheduled_copies(entity).collect()}
+        unmatched = (self.spark.read.format("delta").load(self.inbox_path)
+                     .where((F.size("targets") == 0)
+                            & (F.col("scheduled_enqueue_time_utc") > F.current_timestamp()))
+                     .select("send_id", F.shiftright("batch_index", COPY_BITS)).collect())
+        waiting.update((str(r[0]), int(r[1])) for r in unmatched)
+        return len(waiting)
+
+
+def _scheduled_copies(entity: Entity) -> DataFrame:
+    """A subscription's scheduled copies: (sequence number there, send id, message index)."""
+    return (entity.messages(internal=True).where(F.col("state") == "Scheduled")
+            .select("sequence_number", "_send_id",
+                    F.shiftright("_batch_index", COPY_BITS).alias("_message")))

@@ -29,7 +29,8 @@ def messages(spark):
 
 
 def test_s15_4_s15_5_the_filter_table_in_spark(messages) -> None:
-    """Every case in one projection (one job), as a topic send evaluates its rules."""
+    """S15.4, S15.5: every case in one projection (one job), as a topic send evaluates
+    its rules."""
     plan = RulePlan()
     columns = [plan.filter_column(parse_filter(text, params)).alias(f"c{i}")
                for i, (text, params, _) in enumerate(CASES)]

@@ -19,6 +19,7 @@ def _view(name: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("text", "parameters", "expected"), CASES,
                          ids=[c[0] for c in CASES])
 def test_s15_4_s15_5_filter_table(text, parameters, expected) -> None:
+    """S15.4 grammar, S15.5 three-valued logic: each case of the shared table."""
     tree = parse_filter(text, parameters)
     assert {m for m in MESSAGES if matches(tree, _view(m))} == expected
 
