@@ -49,6 +49,7 @@ class Lane:
     DEAD_LETTER = "dlq"
     TRANSFER_DEAD_LETTER = "tdlq"
     SESSION = "session"  # one s row per session: its lock and state (S10)
+    TRANSFER = "transfer"  # claimed by a forwarding step, being moved (S13, decision 010)
 
 
 LANES = (Lane.MAIN, Lane.SCHEDULED, Lane.DEFERRED, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER)
@@ -72,6 +73,9 @@ class ReceiveContext:
     dead_letter_on_expiry: bool
     main_queue: bool  # False for the dead-letter sub-queues: nothing there expires (S7.2)
     requires_session: bool = False  # a topic copy without session id is dead-lettered (S10.1)
+    # A forwarding step's claim: picked rows go to the transfer lane under this one token
+    # (the batch's), locked until ``locked_until`` (its lease), instead of a lock each.
+    transfer_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,10 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
     delivered = col("delivery_count") + 1
     bumped = col("row_version") + 1
     lock = picked & lit(ctx.peek_lock)
+    claimed_lane: Any = Lane.MAIN if ctx.main_queue else col("lane")
+    token: Expr = col("_new_token")
+    if ctx.transfer_token is not None:
+        claimed_lane, token = Lane.TRANSFER, lit(ctx.transfer_token)
     op = (when(lock, "upsert")
           .when(picked & from_ledger, "delete")
           .when(to_dlq, "upsert")
@@ -145,7 +153,7 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
     return {
         "_op": op,
         "_handed": picked,
-        "lane": (when(lock, Lane.MAIN if ctx.main_queue else col("lane"))
+        "lane": (when(lock, claimed_lane)
                  .when(to_dlq, Lane.DEAD_LETTER)
                  .when(waiting & future, Lane.SCHEDULED)
                  .when(waiting, Lane.MAIN)
@@ -154,7 +162,7 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
                   .when(waiting & future, SCHEDULED)
                   .otherwise(col("state"))),
         "delivery_count": when(picked, delivered).otherwise(col("delivery_count")),
-        "lock_token": (when(lock, col("_new_token")).when(to_dlq, lit(None))
+        "lock_token": (when(lock, token).when(to_dlq, lit(None))
                        .otherwise(col("lock_token"))),
         "locked_until_utc": (when(lock, ctx.locked_until).when(to_dlq, lit(None))
                              .otherwise(col("locked_until_utc"))),

@@ -164,10 +164,12 @@ class Entity:
 
     # -- send ------------------------------------------------------------------------------
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
-                       incoming_bytes: int = 0, send_id: str | None = None) -> SendResult:
+                       incoming_bytes: int = 0, send_id: str | None = None,
+                       forwarded: bool = False) -> SendResult:
         """Append ``df`` (``body`` plus any message column of S2.1) in one commit.
         ``incoming_bytes``: the send's size when the caller knows it (the client), for the
-        size quota (S1.6); ``send_id``: a transaction's (decision 008)."""
+        size quota (S1.6); ``send_id``: a transaction's (decision 008) or, ``forwarded``,
+        a forwarding step's batch (decision 010)."""
         if self.sub_queue:
             raise InvalidOperationError(
                 f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
@@ -179,7 +181,7 @@ class Entity:
         self.check_status("send")
         self._check_quota(incoming_bytes)
         result = send_dataframe(df, self.props, self.inbox_path, round_robin_start,
-                                self.fenced, send_id)
+                                self.fenced, send_id, forwarded=forwarded)
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
         return result
 
@@ -521,7 +523,7 @@ class Entity:
 
     def counts(self) -> dict[str, int]:
         """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2)."""
-        return count_messages(self.messages())
+        return count_messages(self.messages(), forwarding=bool(self.props.forward_to))
 
     def accessed_at(self) -> datetime | None:
         """When a message was last sent, received or settled (S16.2)."""

@@ -112,7 +112,7 @@ FROM pending
 UNION ALL
 SELECT m.sequence_number, m.partition_id, {inbox_fields}, m.state,
        CASE m.lane WHEN 'dlq' THEN 'DeadLetter' WHEN 'tdlq' THEN 'TransferDeadLetter'
-            ELSE 'Main' END AS sub_queue,
+            WHEN 'transfer' THEN 'Transfer' ELSE 'Main' END AS sub_queue,
        m.delivery_count, m.lock_token, m.locked_until_utc, m.dead_letter_reason,
        m.dead_letter_error_description, m.dead_letter_source
 FROM delta.`{ledger}` m
@@ -129,9 +129,11 @@ def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = Fals
     return spark.sql(messages_sql(inbox, ledger, internal, dedupe, target))
 
 
-def count_messages(view: DataFrame) -> dict[str, int]:
+def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
     """Counts by kind (S16.2: ``active`` is Active and Deferred, locked or not) and the
-    bytes held, from an entity's messages; one query."""
+    bytes held, from an entity's messages; one query. Messages being forwarded (claimed
+    by a forwarding step: ``sub_queue`` Transfer) count as transfer; on a ``forwarding``
+    entity so do those still waiting for the step (S13.2)."""
     rows = view.groupBy("sub_queue", "state").agg(
         F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
     counts = {"active": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0,
@@ -143,6 +145,8 @@ def count_messages(view: DataFrame) -> dict[str, int]:
             counts["transfer_dead_letter"] += row["n"]
         elif row["state"] == "Scheduled":
             counts["scheduled"] += row["n"]
+        elif row["sub_queue"] == "Transfer" or forwarding:
+            counts["transfer"] += row["n"]
         else:
             counts["active"] += row["n"]
     counts["total"] = sum(counts.values())

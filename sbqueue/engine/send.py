@@ -46,6 +46,8 @@ __all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
 
 SETTABLE = frozenset({*STRING_PROPERTIES, "body", "time_to_live", "scheduled_enqueue_time_utc",
                       "application_properties"})
+# Set only by a forwarding step, which carries them from the source (S3.3, S13.2, S13.3).
+CARRIED = frozenset({"enqueued_sequence_number", "hop_count"})
 _MARK = "sbqueue-invalid "
 
 
@@ -64,6 +66,8 @@ def _type_problem(name: str, kind: DataType) -> str | None:
         ok = isinstance(kind, (StringType, BinaryType))
     elif name == "time_to_live":
         ok = isinstance(kind, (NumericType, DayTimeIntervalType))
+    elif name in CARRIED:
+        ok = isinstance(kind, NumericType)
     elif name == "scheduled_enqueue_time_utc":
         ok = isinstance(kind, (TimestampType, TimestampNTZType))
     elif name == "application_properties":
@@ -105,8 +109,8 @@ def _properties_problem(kind: DataType) -> str | None:
     return f"application_properties has type {kind.simpleString()}"
 
 
-def _check_columns(df: DataFrame) -> None:
-    unknown = sorted(set(df.columns) - SETTABLE)
+def _check_columns(df: DataFrame, forwarded: bool) -> None:
+    unknown = sorted(set(df.columns) - SETTABLE - (CARRIED if forwarded else frozenset()))
     if unknown:
         raise InvalidOperationError(
             f"unknown message column(s) {', '.join(unknown)}; allowed: "
@@ -239,11 +243,12 @@ def _partition(routed_key: Column, batch_index: Column, n: int, round_robin_star
 
 
 def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
-                 round_robin_start: int = 0,
-                 fenced: frozenset[int] = frozenset()) -> DataFrame:
+                 round_robin_start: int = 0, fenced: frozenset[int] = frozenset(),
+                 forwarded: bool = False) -> DataFrame:
     """The inbox rows for ``df``: defaults, validation (raising in the job), expiry, routing
-    around the ``fenced`` partitions."""
-    _check_columns(df)
+    around the ``fenced`` partitions. ``forwarded``: ``df`` is a forwarding step's and
+    carries the CARRIED columns."""
+    _check_columns(df, forwarded)
     # Two steps: the message fields first (a generated message id is drawn once there),
     # then the checks and stamps over those columns. In one step the generated id and the
     # typed columns were recomputed in every check that names them: 10x the cost of a raw
@@ -268,8 +273,9 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
     active_from = F.greatest(now, F.coalesce(cols["scheduled_enqueue_time_utc"], now))
     cols["expires_at_utc"] = F.when(ttl_ms.isNotNull(), F.timestamp_micros(
         F.unix_micros(active_from) + F.greatest(ttl_ms, F.lit(1000)) * 1000))
-    cols["enqueued_sequence_number"] = F.lit(0).cast("long")
-    cols["hop_count"] = F.lit(0)
+    if not forwarded:
+        cols["enqueued_sequence_number"] = F.lit(0).cast("long")
+        cols["hop_count"] = F.lit(0)
     key = to_column(key_expr(props.requires_duplicate_detection))  # S4.1, over ``typed``
     routed = typed.select(*[c.alias(n) for n, c in cols.items()], key.alias("_key"),
                        F.monotonically_increasing_id().alias("batch_index"))
@@ -292,17 +298,23 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
 def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbox_path: str,
                    round_robin_start: int = 0, fenced: frozenset[int] = frozenset(),
                    send_id: str | None = None,
-                   shape: Callable[[DataFrame], DataFrame] | None = None) -> SendResult:
+                   shape: Callable[[DataFrame], DataFrame] | None = None,
+                   forwarded: bool = False) -> SendResult:
     """Append ``df`` to the inbox in one commit; a bad row stores nothing. ``send_id``: a
     transaction's (its rows stay invisible until it commits, decision 008); ``shape``: what
-    turns the prepared rows into the rows stored (a topic's fan-out)."""
+    turns the prepared rows into the rows stored (a topic's fan-out); ``forwarded``: a
+    forwarding step's batch, written at most once per ``send_id`` (Delta's idempotent
+    write: a repeat is skipped, decision 010)."""
     send_id = send_id or uuid.uuid4().hex
     counted = Observation(f"send-{send_id}")
     try:
-        rows = prepare_send(df, props, round_robin_start, fenced)
+        rows = prepare_send(df, props, round_robin_start, fenced, forwarded)
         if shape is not None:
             rows = shape(rows)
         rows = rows.withColumn("send_id", F.lit(send_id))
+        if forwarded:  # a repeat runs no job, so nothing could be observed: the step counts
+            append(rows, inbox_path, txn=(send_id, 0))
+            return SendResult(count=0, send_id=send_id)
         append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
                             F.sum("size_in_bytes").alias("bytes")), inbox_path)
     except Exception as exc:

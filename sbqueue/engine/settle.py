@@ -25,6 +25,8 @@ from sbqueue.engine.receive import merge_scope
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, LEDGER_TYPES, LOCATOR
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge
 
+PAIRS = "sequence_number long, _token string"
+
 __all__ = ["Applied", "SettleResult", "apply_by_sequence", "merge_rows", "settle_once"]
 
 
@@ -60,17 +62,19 @@ def _scope(seqs: list[int], lanes: tuple[str, ...]) -> str:
 
 
 def apply_by_sequence(spark: SparkSession, ledger_path: str,
-                      wanted: list[tuple[int, str | None]], lanes: tuple[str, ...],
-                      valid: Expr, outcome: Outcome, require_all: bool = False) -> Applied:
+                      wanted: list[tuple[Any, ...]], lanes: tuple[str, ...],
+                      valid: Expr, outcome: Outcome, require_all: bool = False,
+                      schema: str = PAIRS) -> Applied:
     """Find the ledger rows of (sequence number, caller's token) pairs in ``lanes``, keep
     those for which ``valid`` holds, apply ``outcome`` to them in one guarded MERGE over
     their partitions only; with ``require_all``, commit nothing unless every pair is valid
     (an operation that fails has no partial effect). Raises StaleRead or a Delta conflict
-    if a row changed meanwhile.
+    if a row changed meanwhile. ``schema``: of the tuples, when they carry more per-row
+    values for ``outcome`` than the pair.
     """
-    seqs = [seq for seq, _ in wanted]
+    seqs = [int(w[0]) for w in wanted]
     scope = _scope(seqs, lanes)
-    pairs = spark.createDataFrame(wanted, "sequence_number long, _token string")
+    pairs = spark.createDataFrame(wanted, schema)
     rows = spark.read.format("delta").load(ledger_path).alias("t").where(
         F.expr(scope) & (F.col("row_type") == "m")).join(F.broadcast(pairs), "sequence_number")
     checked = rows.withColumns({

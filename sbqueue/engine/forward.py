@@ -1,0 +1,245 @@
+"""Auto-forwarding (SPEC S13): move a queue's or subscription's messages to its
+``forward_to``, and its dead-letter queue's to ``forward_dead_lettered_messages_to``.
+
+A batch takes three commits, each safe to repeat (decision 010):
+
+1. **claim** - a receive of the source's head that puts the picked messages in the
+   ``transfer`` lane under one batch token, leased for the entity's lock duration (one
+   guarded MERGE, as any receive: concurrent steps cannot claim a message twice);
+2. **write** - one append to the destination with send id ``fwd-<token>``, made with Delta's
+   idempotent write options (``txnAppId``): however often it is run, it commits once;
+3. **release** - one guarded MERGE at the source: forwarded rows are deleted, the ones that
+   cannot go (5th hop, destination missing or disabled, S13.3) move to the transfer
+   dead-letter queue.
+
+A step killed anywhere leaves its rows in the transfer lane under their token; any later
+step finds them once the lease ran out and repeats 2 and 3. Nothing is lost, nothing
+written twice (S13.4).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sbqueue.core.forwarding import (
+    FORWARD_SEND_PREFIX,
+    Source,
+    batch_token,
+    release_outcome,
+    release_valid,
+    source_of,
+    transfer_reason,
+)
+from sbqueue.core.names import DEAD_LETTER_SUFFIX, SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.properties import EntityStatus, SubscriptionProperties
+from sbqueue.core.transitions import Lane
+from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow, with_bodies
+from sbqueue.engine.schema import LOCATOR
+from sbqueue.engine.settle import apply_by_sequence
+from sbqueue.exceptions import MessagingEntityDisabledError, MessagingEntityNotFoundError
+from sbqueue.store.delta import retry_conflicts
+
+if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.namespace import Namespace
+    from sbqueue.engine.topic import Topic
+
+__all__ = ["ForwardResult", "Forwarder", "forward_namespace", "forwarding_sources"]
+
+log = logging.getLogger(__name__)
+DEFAULT_BATCH = 10_000
+_RELEASE_ROWS = ("sequence_number long, _token string, _reason string, "
+                 "_description string")
+Crash = Callable[[str], None]  # tests: called after each commit of a batch
+
+
+@dataclass
+class ForwardResult:
+    """What a step did at one source (or summed over several)."""
+
+    forwarded: int = 0
+    transfer_dead_lettered: int = 0
+    batches: int = 0
+    resumed: int = 0  # batches a killed step had left in the transfer lane
+
+    def add(self, other: ForwardResult) -> ForwardResult:
+        return ForwardResult(self.forwarded + other.forwarded,
+                             self.transfer_dead_lettered + other.transfer_dead_lettered,
+                             self.batches + other.batches, self.resumed + other.resumed)
+
+
+def _no_crash(_: str) -> None:
+    return None
+
+
+class Forwarder:
+    """Forwarding steps over one source entity (a queue or subscription path)."""
+
+    def __init__(self, namespace: Namespace, path: str, batch: int = DEFAULT_BATCH,
+                 crash: Crash | None = None) -> None:
+        self.namespace = namespace
+        self.path = path
+        self.batch = batch
+        self.crash = crash or _no_crash
+        self.source = namespace.entity(path)
+
+    def _entity(self, source: str) -> Entity:
+        if source == Source.MAIN:
+            return self.source
+        return self.namespace.entity(f"{self.path}/{DEAD_LETTER_SUFFIX}")
+
+    def _target(self, source: str) -> str | None:
+        props = self.source.props
+        return props.forward_to if source == Source.MAIN \
+            else props.forward_dead_lettered_messages_to
+
+    def step(self, max_batches: int | None = None) -> ForwardResult:
+        """Finish batches left by killed steps, then move messages until the source is
+        empty (or ``max_batches`` were moved)."""
+        self.source._reload()
+        result = ForwardResult()
+        for token in self._leftovers():
+            result = result.add(self._move(token, resumed=True))
+        for source in (Source.MAIN, Source.DEAD_LETTER):
+            while self._target(source) and (max_batches is None
+                                            or result.batches < max_batches):
+                token = batch_token(source)
+                if not self._claim(source, token):
+                    break
+                result = result.add(self._move(token, resumed=False))
+        return result
+
+    # -- 1. claim ----------------------------------------------------------------------------
+    def _claim(self, source: str, token: str) -> int:
+        """Move up to ``batch`` messages of the head into the transfer lane under ``token``."""
+        entity = self._entity(source)
+        if entity.props.status in (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED):
+            return 0  # a disabled source holds its messages (S16.1)
+        available = [p for p in range(entity.partitions) if p not in entity.fenced]
+
+        def attempt() -> ReceiveResult:
+            a = entity.make_attempt(available, self.batch, self.batch, peek_lock=True)
+            now = utcnow()
+            ctx = replace(a.ctx, now=now, transfer_token=token,
+                          locked_until=now + entity.props.lock_duration)
+            return receive_once(entity.spark, entity.ledger_path, entity.inbox_path,
+                                replace(a, ctx=ctx), entity.lane)
+
+        claimed = retry_conflicts(attempt, what=f"forwarding claim at {entity.path}").count
+        if claimed:
+            self.crash("claimed")
+        return claimed
+
+    def _leftovers(self) -> list[str]:
+        """Tokens of batches in the transfer lane whose lease ran out: their step died."""
+        rows = (self.source.spark.read.format("delta").load(self.source.ledger_path)
+                .where((F.col("lane") == Lane.TRANSFER) & (F.col("row_type") == "m")
+                       & (F.col("locked_until_utc") <= F.lit(utcnow()).cast("timestamp")))
+                .select("lock_token").distinct().collect())
+        return sorted(str(r[0]) for r in rows)
+
+    def _batch(self, token: str) -> DataFrame:
+        """The batch's messages with their bodies (read once: checkpointed)."""
+        ledger = (self.source.spark.read.format("delta").load(self.source.ledger_path)
+                  .where((F.col("lane") == Lane.TRANSFER) & (F.col("row_type") == "m")
+                         & (F.col("lock_token") == token))).localCheckpoint()
+        locators = sorted({(int(r[0]), int(r[1]), str(r[2]))
+                           for r in ledger.select(*LOCATOR[:3]).distinct().collect()})
+        held = ReceiveResult(handed=ledger, locators=locators, count=len(locators),
+                             left={}, committed=True)
+        return with_bodies(self.source.spark, self.source.inbox_path, held).localCheckpoint()
+
+    # -- 2. write, 3. release ----------------------------------------------------------------
+    def _move(self, token: str, resumed: bool) -> ForwardResult:
+        rows = self._batch(token)
+        meta = rows.select("sequence_number", "hop_count").collect()
+        if not meta:
+            return ForwardResult()
+        target = self._target(source_of(token))
+        destination = self._destination(target)
+        missing = destination is None
+        disabled = not missing and destination is not None and \
+            destination.props.status in (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED)
+        reasons = {int(r[0]): transfer_reason(r[1], missing, disabled) for r in meta}
+        going = sorted(s for s, why in reasons.items() if why is None)
+        if going and destination is not None and not (resumed and self._written(destination,
+                                                                                token)):
+            try:
+                destination.send_dataframe(
+                    _outgoing(rows.where(F.col("sequence_number").isin(going))),
+                    send_id=FORWARD_SEND_PREFIX + token, forwarded=True)
+            except (MessagingEntityDisabledError, MessagingEntityNotFoundError) as exc:
+                why = transfer_reason(0, isinstance(exc, MessagingEntityNotFoundError), True)
+                reasons = dict.fromkeys(reasons, why)
+        self.crash("written")
+        self._release(token, reasons, target)
+        self.crash("released")
+        failed = sum(1 for why in reasons.values() if why is not None)
+        log.info("forwarded %d, transfer-dead-lettered %d from %s to %s", len(reasons) - failed,
+                 failed, self.path, target)
+        return ForwardResult(len(reasons) - failed, failed, 1, int(resumed))
+
+    def _destination(self, name: str | None) -> Entity | Topic | None:
+        if not name:
+            return None
+        catalog = self.namespace.catalog
+        if catalog.queue_exists(name):
+            return self.namespace.entity(name)
+        if catalog.exists("topic", name):
+            return self.namespace.topic(name)
+        return None
+
+    def _written(self, destination: Entity | Topic, token: str) -> bool:
+        """Whether a resumed batch reached its destination before its step died (its rows
+        carry the batch's send id; statistics on ``send_id`` skip the other files)."""
+        return (destination.spark.read.format("delta").load(destination.inbox_path)
+                .where(F.col("send_id") == FORWARD_SEND_PREFIX + token).limit(1)
+                .count() > 0)
+
+    def _release(self, token: str, reasons: dict[int, str | None], target: str | None) -> None:
+        wanted = [(seq, token, why, None if why is None else
+                   f"could not forward to {target!r}: {why} (S13.3)")
+                  for seq, why in sorted(reasons.items())]
+        retry_conflicts(lambda: apply_by_sequence(
+            self.source.spark, self.source.ledger_path, wanted, (Lane.TRANSFER,),
+            release_valid(), release_outcome(), schema=_RELEASE_ROWS),
+            what=f"forwarding release at {self.path}")
+
+
+def _outgoing(rows: DataFrame) -> DataFrame:
+    """The destination send of a batch: every property kept (S13.2), the first entity's
+    sequence number carried (S3.3), one more hop; in the source's order."""
+    return rows.orderBy("sequence_number").select(
+        "body", "message_id", "session_id", "partition_key", "correlation_id", "subject",
+        "content_type", "to", "reply_to", "reply_to_session_id", "scheduled_enqueue_time_utc",
+        "application_properties",
+        (F.col("time_to_live_ms") / 1000.0).alias("time_to_live"),
+        F.coalesce(F.nullif(F.col("enqueued_sequence_number"), F.lit(0)),
+                   F.col("sequence_number")).alias("enqueued_sequence_number"),
+        (F.coalesce(F.col("hop_count"), F.lit(0)) + 1).alias("hop_count"))
+
+
+def forwarding_sources(namespace: Namespace) -> list[str]:
+    """Paths of every queue and subscription that forwards (main or dead-letter queue)."""
+    catalog = namespace.catalog
+    paths = [q.name for q in catalog.entities("queue")
+             if q.forward_to or q.forward_dead_lettered_messages_to]
+    for sub in catalog.entities("subscription"):
+        assert isinstance(sub, SubscriptionProperties)
+        if sub.forward_to or sub.forward_dead_lettered_messages_to:
+            paths.append(f"{sub.topic_name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")
+    return paths
+
+
+def forward_namespace(namespace: Namespace, paths: list[str] | None = None,
+                      batch: int = DEFAULT_BATCH) -> dict[str, ForwardResult]:
+    """One forwarding step at each of ``paths`` (default: every forwarding source)."""
+    return {path: Forwarder(namespace, path, batch).step()
+            for path in (paths if paths is not None else forwarding_sources(namespace))}
+
