@@ -1,8 +1,9 @@
 """Delta operations with the properties the engine relies on (DESIGN facts 2, 3, 6).
 
 - ``append``: a blind append; never conflicts; idempotent when given a (app id, version).
-- ``read_appended``: the rows appended after a version, via the change data feed, with the
-  commit version of each row (commit order without a conflicting read).
+- ``read_appended``: the rows appended after a version, via the change data feed (or the
+  snapshot, once the log no longer holds that version), with the commit version of each
+  row (commit order without a conflicting read).
 - ``guarded_merge``: one MERGE scoped by literal predicates (partitions, key ranges) that
   applies a change set computed from an earlier read and aborts (nothing committed) if any
   row it touches changed since that read. Combined with Delta's own Serializable check this
@@ -38,6 +39,7 @@ __all__ = [
     "StaleRead",
     "append",
     "create_table",
+    "earliest_version",
     "guarded_merge",
     "latest_version",
     "read_appended",
@@ -114,10 +116,31 @@ def latest_version(spark: SparkSession, path: str) -> int:
     return int(row[0]) if row is not None else -1
 
 
+def earliest_version(spark: SparkSession, path: str) -> int:
+    """The oldest version whose commit is still in the log (older ones were cleaned up
+    after ``delta.logRetentionDuration``): the change data feed can start there at the
+    earliest. Local tables: the lowest commit file name, no Spark job."""
+    if is_local(path):
+        names = os.listdir(local_path(path) / "_delta_log")
+        return min(int(n[:20]) for n in names
+                   if len(n) == 25 and n.endswith(".json") and n[:20].isdigit())
+    row = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.min("version")).first()
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
 def read_appended(
     spark: SparkSession, path: str, after_version: int, up_to_version: int, where: Column
 ) -> DataFrame:
-    """Rows appended in versions (after_version, up_to_version], with ``_commit_version``."""
+    """Rows appended in versions (after_version, up_to_version], with ``_commit_version``.
+
+    From the change data feed, which reads only those commits; when they are older than
+    the log keeps (a reader far behind), from the table itself by each row's commit
+    version (row tracking), so that log retention never strands a reader."""
+    if after_version + 1 < earliest_version(spark, path):
+        return (spark.read.format("delta").load(path)
+                .withColumn("_commit_version", F.col("_metadata.row_commit_version"))
+                .where(where & F.col("_commit_version").between(after_version + 1,
+                                                                up_to_version)))
     return (
         spark.read.format("delta")
         .option("readChangeFeed", "true")
