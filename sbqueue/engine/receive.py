@@ -80,6 +80,7 @@ class Attempt:
     dedupe: timedelta | None = None  # the duplicate detection window (S11)
     sessions: tuple[str, ...] = ()  # only these sessions' messages, ``share`` of each (S10)
     target: str | None = None  # a subscription's entity id: its rows of the topic's inbox
+    advance_idle: bool = False  # move idle cursors to the window's end even at the newest
 
     @property
     def lookahead(self) -> int:
@@ -236,9 +237,12 @@ def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
             "_picked", F.col("_picked") & (F.row_number().over(order) <= a.total))
     inbox = F.col("origin") == "inbox"
     last_picked = F.max(F.when(F.col("_picked") & inbox, seq)).over(by_partition)
-    any_ok = F.max(F.col("_ok").cast("int")).over(by_partition)
+    # The cursor passes what it hands out and every inbox row before the first one it could
+    # hand out (expired ones retire, future ones wait in the ledger); all, when none could.
+    first_ok = F.min(F.when(F.col("_ok") & inbox, seq)).over(by_partition)
     last_inbox = F.max(F.when(inbox, seq)).over(by_partition)
-    limit = F.when(any_ok == 0, last_inbox).otherwise(F.coalesce(last_picked, F.lit(-1)))
+    limit = F.greatest(F.coalesce(last_picked, F.lit(-1)),
+                       F.coalesce(first_ok - 1, last_inbox))
     if a.pass_to:  # moved past without handing out (to cancel a scheduled message)
         floor = F.coalesce(_by_partition(dict(a.pass_to)), F.lit(-1))
         limit = F.greatest(limit, floor)
@@ -352,7 +356,7 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
         OP_COLUMN, "_old_lane", "_handed", "_left")
     if lane == Lane.MAIN:
         messages = messages.unionByName(_cursor_changes(decided), allowMissingColumns=True)
-        if end < a.latest_version:
+        if end < a.latest_version or a.advance_idle:
             messages = messages.unionByName(_idle_cursors(spark, decided, cursors, end),
                                             allowMissingColumns=True)
     return messages

@@ -1,0 +1,259 @@
+"""The maintenance step (S8.2, S16.3, decision 010): per entity, partition by partition.
+
+1. **idle**: an entity unused longer than ``auto_delete_on_idle`` is deleted (S16.3);
+   use is the newest commit that maintenance did not make (Delta history).
+2. **expire and advance**: a receive that hands nothing out: expired messages the cursor
+   reaches or that wait in the ledger are dead-lettered or dropped (S8.2; a locked one
+   stays with its holder, S8.3), and every partition's cursor moves past what it can
+   (idle partitions to the newest commit), so readers stay within the change feed.
+3. **segments**: inbox segments below every reader's cursor, with no ledger row pointing
+   at them, are deleted partition by partition; passed segments still pointed at are
+   compacted. Sends are blind appends: a DELETE or OPTIMIZE never aborts one.
+4. **compact**: the ledger partitions with many small files are OPTIMIZEd one by one.
+5. **vacuum**: files older than the retention (at least 7 days) are removed.
+
+Checkpoints are Delta's own (``delta.checkpointInterval`` on every table); Delta has no
+public call to force one. Scheduled topic messages need no activation: their copies are in
+the subscriptions from the send on and become visible when due (decision 009).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sbqueue.core.durations import is_never
+from sbqueue.core.maintenance import (
+    MAINTENANCE_OPERATIONS,
+    Segment,
+    SegmentPlan,
+    idle_too_long,
+    plan_segments,
+)
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.properties import SubscriptionProperties, TopicProperties
+from sbqueue.core.transitions import Lane
+from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow
+from sbqueue.engine.schema import SEGMENT_SECONDS
+from sbqueue.exceptions import InvalidOperationError
+from sbqueue.store.delta import retry_conflicts
+
+if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.namespace import Namespace
+
+__all__ = ["Maintainer", "MaintenanceReport", "last_use"]
+
+log = logging.getLogger(__name__)
+MARK = "sbqueue-maintenance"  # the userMetadata of maintenance's own commits
+MIN_VACUUM_HOURS = 168.0  # Delta's safe default: readers may still need older files
+MAX_PASSES = 64  # expire-and-advance attempts per entity (each reads a bounded window)
+LEDGER_FILES = 8  # a ledger partition with more files than this is compacted
+
+
+@dataclass(frozen=True)
+class MaintenanceReport:
+    """What one maintenance step did to one entity."""
+
+    path: str
+    kind: str
+    deleted: bool = False
+    cursor_commits: int = 0
+    segments_dropped: int = 0
+    segments_compacted: int = 0
+    partitions_compacted: int = 0
+    tables_vacuumed: int = 0
+    seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def _marked(spark: SparkSession) -> Iterator[None]:
+    """Tag the commits made inside as maintenance's (so they are not an entity's use)."""
+    key = "spark.databricks.delta.commitInfo.userMetadata"
+    spark.conf.set(key, MARK)
+    try:
+        yield
+    finally:
+        spark.conf.unset(key)
+
+
+def last_use(spark: SparkSession, paths: list[str]) -> datetime | None:
+    """The newest commit to these tables that maintenance did not make (S16.3)."""
+    found: list[datetime] = []
+    for path in paths:
+        for row in DeltaTable.forPath(spark, path).history(200).select(
+                "timestamp", "operation", "userMetadata").collect():
+            if row[1] not in MAINTENANCE_OPERATIONS and row[2] != MARK:
+                found.append(row[0].astimezone(timezone.utc))
+                break
+    return max(found) if found else None
+
+
+class Maintainer:
+    """Maintenance steps over a namespace's entities. ``now``: an injected clock (tests
+    simulate days with it); it decides expiry, idleness and which segments are closed."""
+
+    def __init__(self, namespace: Namespace, now: datetime | None = None,
+                 vacuum_hours: float = MIN_VACUUM_HOURS, vacuum: bool = True) -> None:
+        if vacuum_hours < MIN_VACUUM_HOURS:
+            raise InvalidOperationError(
+                f"vacuum retention {vacuum_hours} h is below {MIN_VACUUM_HOURS} h: readers "
+                "and the change feed may still need those files")
+        self.namespace = namespace
+        self.spark = namespace.spark
+        self.catalog = namespace.catalog
+        self.fixed_now = now
+        self.vacuum_hours = vacuum_hours
+        self.vacuum = vacuum
+
+    @property
+    def now(self) -> datetime:
+        return self.fixed_now or utcnow()
+
+    def run(self, paths: list[str] | None = None) -> list[MaintenanceReport]:
+        """One step over ``paths`` (queues, topics, ``topic/Subscriptions/sub``), default
+        every entity: subscriptions before their topics (a topic's segments are dropped
+        by its subscriptions' cursors)."""
+        if paths is None:
+            paths = [f"{s.topic_name}/{SUBSCRIPTIONS_SEGMENT}/{s.name}"
+                     for s in self.catalog.entities("subscription")]
+            paths += [t.name for t in self.catalog.entities("topic")]
+            paths += [q.name for q in self.catalog.entities("queue")]
+        with _marked(self.spark):
+            return [self.maintain(path) for path in paths]
+
+    def maintain(self, path: str) -> MaintenanceReport:
+        started = time.monotonic()
+        if self.catalog.exists("topic", path) and not self.catalog.queue_exists(path):
+            report = self._topic(self.catalog.get("topic", path))
+        else:
+            report = self._entity(self.namespace.entity(path))
+        log.info("maintained %s: %s", path, report)
+        return replace(report, seconds=round(time.monotonic() - started, 2))
+
+    # -- queues and subscriptions ----------------------------------------------------------
+    def _entity(self, entity: Entity) -> MaintenanceReport:
+        kind = "subscription" if isinstance(entity.props, SubscriptionProperties) else "queue"
+        tables = [entity.ledger_path] + ([entity.inbox_path] if kind == "queue" else [])
+        if idle_too_long(last_use(self.spark, tables), self.now,
+                         entity.props.auto_delete_on_idle):
+            topic = getattr(entity.props, "topic_name", None)
+            self.namespace.delete_storage(kind, entity.props.name, topic)
+            return MaintenanceReport(entity.path, kind, deleted=True)
+        commits = self._advance(entity)
+        plan = SegmentPlan()
+        if kind == "queue":
+            plan = self._segments(entity.inbox_path, [entity.ledger_path], entity.dedupe)
+        compacted = self._compact_ledger(entity.ledger_path)
+        vacuumed = self._vacuum(tables)
+        return MaintenanceReport(
+            entity.path, kind, cursor_commits=commits,
+            segments_dropped=sum(map(len, plan.drop.values())),
+            segments_compacted=sum(map(len, plan.compact.values())),
+            partitions_compacted=compacted, tables_vacuumed=vacuumed)
+
+    def _advance(self, entity: Entity) -> int:
+        """Expire and move cursors: receives of nothing until nothing changes."""
+        fenced = self.catalog.fenced(entity.props.entity_id)
+        partitions = [p for p in range(entity.partitions) if p not in fenced]
+        now = self.now
+
+        def attempt() -> ReceiveResult:
+            a = entity.make_attempt(partitions, 0, 0, True)
+            a = replace(a, advance_idle=True,
+                        ctx=replace(a.ctx, now=now, locked_until=now))
+            return receive_once(self.spark, entity.ledger_path, entity.inbox_path, a,
+                                Lane.MAIN)
+
+        commits = 0
+        for _ in range(MAX_PASSES):
+            if not retry_conflicts(attempt, what=f"maintain {entity.path}").committed:
+                break
+            commits += 1
+        return commits
+
+    # -- topics ------------------------------------------------------------------------------
+    def _topic(self, topic: TopicProperties) -> MaintenanceReport:
+        subs = [self.namespace.entity(f"{topic.name}/{SUBSCRIPTIONS_SEGMENT}/{s.name}")
+                for s in self.catalog.entities("subscription", topic=topic.name)]
+        inbox = self.catalog.data_path(topic.entity_id, "inbox")
+        ledgers = [s.ledger_path for s in subs]
+        if idle_too_long(last_use(self.spark, [inbox, *ledgers]), self.now,
+                         topic.auto_delete_on_idle):
+            self.namespace.delete_storage("topic", topic.name)
+            return MaintenanceReport(topic.name, "topic", deleted=True)
+        window = topic.duplicate_detection_history_time_window \
+            if topic.requires_duplicate_detection else None
+        plan = self._segments(inbox, ledgers, window)
+        return MaintenanceReport(
+            topic.name, "topic", segments_dropped=sum(map(len, plan.drop.values())),
+            segments_compacted=sum(map(len, plan.compact.values())),
+            tables_vacuumed=self._vacuum([inbox]))
+
+    # -- tables ------------------------------------------------------------------------------
+    def _segments(self, inbox: str, ledgers: list[str], dedupe: timedelta | None
+                  ) -> SegmentPlan:
+        """Drop the inbox segments every reader passed and nothing points at; compact
+        the passed ones still pointed at. One DELETE / OPTIMIZE per partition."""
+        spark = self.spark
+        rows = spark.read.format("delta").load(inbox).groupBy("partition_id", "segment").agg(
+            F.max("_metadata.row_commit_version"), F.countDistinct("_metadata.file_path")
+        ).collect()
+        segments = [Segment(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
+        floor: int | None = None
+        referenced: set[tuple[int, int]] = set()
+        for ledger in ledgers:
+            rows_of = spark.read.format("delta").load(ledger)
+            low = rows_of.where(F.col("row_type") == "p").agg(F.min("cursor_version")).first()
+            if low is not None and low[0] is not None:
+                floor = int(low[0]) if floor is None else min(floor, int(low[0]))
+            referenced |= {(int(r[0]), int(r[1])) for r in rows_of.where(
+                (F.col("row_type") == "m") & F.col("segment").isNotNull()).select(
+                "partition_id", "segment").distinct().collect()}
+        keep = dedupe if dedupe is not None and not is_never(dedupe) else timedelta(0)
+        plan = plan_segments(segments, floor, referenced, self.now, keep, SEGMENT_SECONDS)
+        table = DeltaTable.forPath(spark, inbox)
+        for partition, segs in sorted(plan.drop.items()):
+            retry_conflicts(lambda p=partition, s=segs: table.delete(  # type: ignore[misc]
+                (F.col("partition_id") == p) & F.col("segment").isin(s)),
+                what=f"drop segments of {inbox}")
+        for partition, segs in sorted(plan.compact.items()):
+            listed = ", ".join(str(s) for s in segs)
+            _compact(table, f"partition_id = {partition} AND segment IN ({listed})")
+        return plan
+
+    def _compact_ledger(self, ledger: str) -> int:
+        """OPTIMIZE each ledger partition holding more than LEDGER_FILES files."""
+        counts = (self.spark.read.format("delta").load(ledger)
+                  .select("partition_id", "_metadata.file_path").distinct()
+                  .groupBy("partition_id").count().collect())
+        busy = sorted(int(r[0]) for r in counts if int(r[1]) > LEDGER_FILES)
+        table = DeltaTable.forPath(self.spark, ledger)
+        for partition in busy:
+            _compact(table, f"partition_id = {partition}")
+        return len(busy)
+
+    def _vacuum(self, tables: list[str]) -> int:
+        if not self.vacuum:
+            return 0
+        for path in tables:
+            DeltaTable.forPath(self.spark, path).vacuum(self.vacuum_hours)
+        return len(tables)
+
+
+def _compact(table: DeltaTable, predicate: str) -> None:
+    """OPTIMIZE the files matching a partition predicate (retried on a conflict with a
+    receive's commit; appends never conflict with it)."""
+    def run() -> None:
+        table.optimize().where(predicate).executeCompaction()
+
+    retry_conflicts(run, what=f"compact {predicate}")
