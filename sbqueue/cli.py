@@ -66,6 +66,36 @@ def demo(namespace: str, messages: int, batch: int) -> None:
         raise SystemExit("demo: not every message was received and completed")
 
 
+_PASS_THROUGH = {"ignore_unknown_options": True, "help_option_names": []}
+
+
+def _job(module: str, args: tuple[str, ...]) -> None:
+    """Run a job's ``main`` with these arguments in a quiet session; its exit code."""
+    import importlib
+
+    if not {"-h", "--help"} & set(args):
+        quiet_session()
+    code = importlib.import_module(f"sbqueue.jobs.{module}").main(list(args))
+    if code:
+        raise SystemExit(code)
+
+
+@main.command(context_settings=_PASS_THROUGH)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def forward(args: tuple[str, ...]) -> None:
+    """Move messages of forwarding entities (S13): the forward job (--help for its
+    options: --namespace, --entity, --batch, --loop, --interval)."""
+    _job("forward", args)
+
+
+@main.command(context_settings=_PASS_THROUGH)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def maintain(args: tuple[str, ...]) -> None:
+    """Maintain entities (expiry, segments, compaction, vacuum, idle deletion): the
+    maintain job (--help for its options)."""
+    _job("maintain", args)
+
+
 @main.command("spark-conf")
 def spark_conf() -> None:
     """Print the path of a spark-submit --properties-file for this machine."""

@@ -16,12 +16,14 @@ from sbqueue.core.durations import is_never
 
 __all__ = [
     "MAINTENANCE_OPERATIONS",
+    "PAST_COMMIT",
     "Segment",
     "SegmentPlan",
     "idle_too_long",
     "plan_segments",
 ]
 
+PAST_COMMIT = 1 << 62  # a cursor index past every row of its commit (engine.receive)
 # Delta operations the maintenance step itself commits: they are not an entity's use.
 MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "DELETE"})
 
@@ -46,18 +48,22 @@ class SegmentPlan:
     compact: dict[int, list[int]] = field(default_factory=dict)
 
 
-def plan_segments(segments: Iterable[Segment], floor_version: int | None,
+def plan_segments(segments: Iterable[Segment], cursors: dict[int, tuple[int, int]] | None,
                   referenced: set[tuple[int, int]], now: datetime,
                   keep_for: timedelta, segment_seconds: int) -> SegmentPlan:
-    """Which segments are below every watermark: all their rows come from commits older
-    than ``floor_version`` (the oldest cursor of every reader), and the hour is over by
-    more than ``keep_for`` (the duplicate detection window: its history stays, S11).
-    ``floor_version`` None: there is no reader (a topic without subscriptions), so every
-    closed segment is passed. Dropped: not ``referenced`` by any ledger row."""
+    """Which segments every reader has passed: per partition, ``cursors`` holds the
+    oldest reader's (version, index); a segment is passed when its newest row is from an
+    older commit, or from that commit with the cursor past the commit's end (index
+    ``PAST_COMMIT``). ``cursors`` None: there is no reader (a topic without subscriptions),
+    so every segment is passed. Only hours over by more than ``keep_for`` (the duplicate
+    detection window: its history stays, S11). Dropped: not ``referenced`` by any ledger
+    row; compacted: still referenced, in several files."""
     plan = SegmentPlan()
     newest_closed = int((now - keep_for).timestamp()) // segment_seconds - 1
     for seg in segments:
-        passed = floor_version is None or seg.newest_version < floor_version
+        cursor = None if cursors is None else cursors.get(seg.partition, (-1, -1))
+        passed = cursor is None or seg.newest_version < cursor[0] or (
+            seg.newest_version == cursor[0] and cursor[1] == PAST_COMMIT)
         if not passed or seg.segment > newest_closed:
             continue
         if (seg.partition, seg.segment) not in referenced:

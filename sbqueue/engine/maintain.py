@@ -45,7 +45,7 @@ from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow
 from sbqueue.engine.schema import SEGMENT_SECONDS
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.delta import retry_conflicts
+from sbqueue.store.delta import earliest_version, latest_version, retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
@@ -154,7 +154,9 @@ class Maintainer:
         if kind == "queue":
             plan = self._segments(entity.inbox_path, [entity.ledger_path], entity.dedupe)
         compacted = self._compact_ledger(entity.ledger_path)
-        vacuumed = self._vacuum(tables)
+        vacuumed = self._vacuum([entity.ledger_path] + (
+            [entity.inbox_path] if kind == "queue"
+            and self._may_vacuum(entity.inbox_path, [entity.ledger_path]) else []))
         return MaintenanceReport(
             entity.path, kind, cursor_commits=commits,
             segments_dropped=sum(map(len, plan.drop.values())),
@@ -166,10 +168,12 @@ class Maintainer:
         fenced = self.catalog.fenced(entity.props.entity_id)
         partitions = [p for p in range(entity.partitions) if p not in fenced]
         now = self.now
+        # Up to the newest commit as of now: busy senders do not keep the step going.
+        newest = latest_version(self.spark, entity.inbox_path)
 
         def attempt() -> ReceiveResult:
             a = entity.make_attempt(partitions, 0, 0, True)
-            a = replace(a, advance_idle=True,
+            a = replace(a, advance_idle=True, latest_version=newest,
                         ctx=replace(a.ctx, now=now, locked_until=now))
             return receive_once(self.spark, entity.ledger_path, entity.inbox_path, a,
                                 Lane.MAIN)
@@ -197,7 +201,7 @@ class Maintainer:
         return MaintenanceReport(
             topic.name, "topic", segments_dropped=sum(map(len, plan.drop.values())),
             segments_compacted=sum(map(len, plan.compact.values())),
-            tables_vacuumed=self._vacuum([inbox]))
+            tables_vacuumed=self._vacuum([inbox] if self._may_vacuum(inbox, ledgers) else []))
 
     # -- tables ------------------------------------------------------------------------------
     def _segments(self, inbox: str, ledgers: list[str], dedupe: timedelta | None
@@ -209,18 +213,14 @@ class Maintainer:
             F.max("_metadata.row_commit_version"), F.countDistinct("_metadata.file_path")
         ).collect()
         segments = [Segment(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
-        floor: int | None = None
+        cursors = self._cursors(ledgers)
         referenced: set[tuple[int, int]] = set()
         for ledger in ledgers:
-            rows_of = spark.read.format("delta").load(ledger)
-            low = rows_of.where(F.col("row_type") == "p").agg(F.min("cursor_version")).first()
-            if low is not None and low[0] is not None:
-                floor = int(low[0]) if floor is None else min(floor, int(low[0]))
-            referenced |= {(int(r[0]), int(r[1])) for r in rows_of.where(
-                (F.col("row_type") == "m") & F.col("segment").isNotNull()).select(
-                "partition_id", "segment").distinct().collect()}
+            referenced |= {(int(r[0]), int(r[1])) for r in spark.read.format("delta").load(
+                ledger).where((F.col("row_type") == "m") & F.col("segment").isNotNull())
+                .select("partition_id", "segment").distinct().collect()}
         keep = dedupe if dedupe is not None and not is_never(dedupe) else timedelta(0)
-        plan = plan_segments(segments, floor, referenced, self.now, keep, SEGMENT_SECONDS)
+        plan = plan_segments(segments, cursors, referenced, self.now, keep, SEGMENT_SECONDS)
         table = DeltaTable.forPath(spark, inbox)
         for partition, segs in sorted(plan.drop.items()):
             retry_conflicts(lambda p=partition, s=segs: table.delete(  # type: ignore[misc]
@@ -230,6 +230,19 @@ class Maintainer:
             listed = ", ".join(str(s) for s in segs)
             _compact(table, f"partition_id = {partition} AND segment IN ({listed})")
         return plan
+
+    def _cursors(self, ledgers: list[str]) -> dict[int, tuple[int, int]] | None:
+        """Per partition, the oldest reader's cursor (version, index); None: no reader."""
+        if not ledgers:
+            return None
+        oldest: dict[int, tuple[int, int]] = {}
+        for ledger in ledgers:
+            for r in (self.spark.read.format("delta").load(ledger)
+                      .where(F.col("row_type") == "p")
+                      .select("partition_id", "cursor_version", "cursor_index").collect()):
+                here = (int(r[1]), int(r[2]))
+                oldest[int(r[0])] = min(oldest.get(int(r[0]), here), here)
+        return oldest
 
     def _compact_ledger(self, ledger: str) -> int:
         """OPTIMIZE each ledger partition holding more than LEDGER_FILES files."""
@@ -241,6 +254,23 @@ class Maintainer:
         for partition in busy:
             _compact(table, f"partition_id = {partition}")
         return len(busy)
+
+    def _may_vacuum(self, inbox: str, ledgers: list[str]) -> bool:
+        """VACUUM deletes the files that commits older than the retention removed (dropped
+        or compacted segments). A reader whose cursor is at or before such a commit, and
+        still within the log, reads it through the change feed and needs those files:
+        then the inbox waits (a reader behind the log reads the snapshot instead)."""
+        horizon = utcnow() - timedelta(hours=self.vacuum_hours)
+        removing = DeltaTable.forPath(self.spark, inbox).history().where(
+            F.col("operation").isin("DELETE", "OPTIMIZE")
+            & (F.col("timestamp") < F.lit(horizon).cast("timestamp"))).agg(
+            F.max("version")).first()
+        if removing is None or removing[0] is None:
+            return True
+        earliest = earliest_version(self.spark, inbox)
+        cursors = self._cursors(ledgers) or {}
+        return not any(earliest <= version <= int(removing[0])
+                       for version, _ in cursors.values())
 
     def _vacuum(self, tables: list[str]) -> int:
         if not self.vacuum:

@@ -33,7 +33,7 @@ from sbqueue.engine.schema import (
     LEDGER_SCHEMA,
 )
 from sbqueue.engine.topic import Topic
-from sbqueue.exceptions import InvalidOperationError
+from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
 from sbqueue.store.delta import append, create_table
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
@@ -135,6 +135,15 @@ class Namespace:
         self.database = f"sbq_{_sql_identifier(self.root.rsplit('/', 1)[-1])}_" + \
             hashlib.sha256(self.root.encode()).hexdigest()[:8]
         self._views_ready = False
+
+    @classmethod
+    def existing(cls, root: str, spark: SparkSession) -> Namespace:
+        """The namespace at ``root``, which must exist (jobs never create one by a typo)."""
+        if _open_catalog(normalize_root(root), spark).namespace() is None:
+            raise MessagingEntityNotFoundError(
+                f"no namespace at {root!r}: create one first (sbqueue queue create ..., or "
+                "sbqueue demo) (S1.1)")
+        return cls(root, spark)
 
     # -- entities --------------------------------------------------------------------------
     def entity(self, path: str) -> Entity:

@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
+from sbqueue.core.maintenance import PAST_COMMIT
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.transitions import Lane, ReceiveContext, deliverable, receive_outcome
 from sbqueue.engine.columns import project, to_column
@@ -57,7 +58,7 @@ WINDOW_VERSIONS = 256  # inbox commits one receive reads at most (bounded steps)
 LOOKAHEAD = 256  # inbox rows examined per partition beyond the share
 SESSION_LOOKAHEAD = 4096  # more for a session receive: other sessions' rows come between
 PENDING = timedelta(minutes=2)  # a transaction's rows uncommitted for longer never commit
-MAX_INDEX = (1 << 62)  # a cursor index past every batch index of its commit
+MAX_INDEX = PAST_COMMIT  # a cursor index past every batch index of its commit
 _P_ROW_COLUMNS = ("cursor_version", "cursor_index", "last_counter", "session_state")
 _CANDIDATE_COLUMNS = [c for c in LEDGER_COLUMNS if c not in _P_ROW_COLUMNS and c != "row_type"]
 _STATE_OUT = ("state", "delivery_count", "lock_token", "locked_until_utc",
@@ -282,13 +283,14 @@ def _cursor_changes(decided: DataFrame) -> DataFrame:
 def _idle_cursors(spark: SparkSession, decided: DataFrame, cursors: list[Cursor], end: int
                   ) -> DataFrame:
     """Cursors of partitions that had no inbox row in a window that stopped short of the
-    newest commit: they move to the window's end, so the next receive reads further and
-    no partition is left behind (the window is a bounded step)."""
+    newest commit (or, for maintenance, any window): they move past the window's end, so
+    the next receive reads further, no partition is left behind (the window is a bounded
+    step) and the segments behind them can be dropped (``engine.maintain``)."""
     busy = {int(r[0]) for r in decided.where(F.col("origin") == "inbox")
             .select("partition_id").distinct().collect()}
     idle = spark.createDataFrame(
         [(c.partition, c.counter, c.p_version) for c in cursors
-         if c.partition not in busy and c.version < end],
+         if c.partition not in busy and (c.version, c.position) < (end, MAX_INDEX)],
         "partition_id int, _counter long, _p_version long")
     return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("_counter"))
 
