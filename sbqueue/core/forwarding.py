@@ -10,9 +10,10 @@ knows its destination from the rows alone (decision 010).
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from sbqueue.core.expr import Expr, col, lit, when
-from sbqueue.core.transitions import ACTIVE, Lane, Outcome
+from sbqueue.core.transitions import ACTIVE, DEFERRED, Lane, Outcome
 
 __all__ = [
     "DISABLED_REASON",
@@ -22,6 +23,9 @@ __all__ = [
     "Source",
     "batch_token",
     "carried_sequence",
+    "claim_outcome",
+    "claim_valid",
+    "destination_of",
     "next_hop",
     "release_outcome",
     "release_valid",
@@ -38,24 +42,40 @@ FORWARD_SEND_PREFIX = "fwd-"  # the send id (and Delta txnAppId) of a batch's de
 
 class Source:
     """Which sub-queue of the source a batch was claimed from: its messages go to
-    ``forward_to`` (main) or ``forward_dead_lettered_messages_to`` (dead-letter)."""
+    ``forward_to`` (main) or ``forward_dead_lettered_messages_to`` (dead-letter), or
+    dead-lettered messages resubmitted to the destination named in the token."""
 
     MAIN = "m"
     DEAD_LETTER = "d"
+    RESUBMIT = "r"
 
 
-def batch_token(source: str) -> str:
-    """A fresh batch token; its first letter is the sub-queue it came from."""
-    if source not in (Source.MAIN, Source.DEAD_LETTER):
+_SOURCES = (Source.MAIN, Source.DEAD_LETTER, Source.RESUBMIT)
+_ID = 32  # hex digits of the token's random part
+
+
+def batch_token(source: str, destination: str | None = None) -> str:
+    """A fresh batch token: the sub-queue it came from, a random part, and for a
+    resubmission its destination (so that a resumed batch knows where it goes)."""
+    if source not in _SOURCES:
         raise ValueError(f"unknown forwarding source {source!r}")
-    return f"{source}{uuid.uuid4().hex}"
+    if (source == Source.RESUBMIT) != bool(destination):
+        raise ValueError("a resubmission, and only one, names its destination")
+    return f"{source}{uuid.uuid4().hex}{destination or ''}"
 
 
 def source_of(token: str) -> str:
     """The sub-queue a batch token was drawn for."""
-    if not token or token[0] not in (Source.MAIN, Source.DEAD_LETTER):
+    if len(token) < 1 + _ID or token[0] not in _SOURCES:
         raise ValueError(f"{token!r} is not a forwarding batch token")
     return token[0]
+
+
+def destination_of(token: str) -> str | None:
+    """The destination a resubmission's token names (None for forwarding)."""
+    if source_of(token) != Source.RESUBMIT:
+        return None
+    return token[1 + _ID:] or None
 
 
 def transfer_reason(hop_count: int | None, destination_missing: bool,
@@ -79,6 +99,18 @@ def next_hop(hop_count: int | None) -> int:
 def carried_sequence(enqueued_sequence_number: int | None, sequence_number: int) -> int:
     """S3.3: ``enqueued_sequence_number`` keeps the number from the first entity."""
     return enqueued_sequence_number or sequence_number
+
+
+def claim_valid(now: datetime) -> Expr:
+    """A dead-lettered message a resubmission may claim: not locked, not deferred."""
+    return ((col("locked_until_utc").is_null() | (col("locked_until_utc") <= now))
+            & (col("state") != DEFERRED))
+
+
+def claim_outcome(token: str, lease_until: datetime) -> Outcome:
+    """Claiming a message for a batch: into the transfer lane under the batch's token."""
+    return {"_op": lit("upsert"), "lane": lit(Lane.TRANSFER), "lock_token": lit(token),
+            "locked_until_utc": lit(lease_until), "row_version": col("row_version") + 1}
 
 
 def release_valid() -> Expr:

@@ -165,11 +165,12 @@ class Entity:
     # -- send ------------------------------------------------------------------------------
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
                        incoming_bytes: int = 0, send_id: str | None = None,
-                       forwarded: bool = False) -> SendResult:
+                       forwarded: bool = False, idempotent: bool = False) -> SendResult:
         """Append ``df`` (``body`` plus any message column of S2.1) in one commit.
         ``incoming_bytes``: the send's size when the caller knows it (the client), for the
         size quota (S1.6); ``send_id``: a transaction's (decision 008) or, ``forwarded``,
-        a forwarding step's batch (decision 010)."""
+        a forwarding step's batch; ``idempotent``: at most once per send id (decision
+        010)."""
         if self.sub_queue:
             raise InvalidOperationError(
                 f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
@@ -181,7 +182,8 @@ class Entity:
         self.check_status("send")
         self._check_quota(incoming_bytes)
         result = send_dataframe(df, self.props, self.inbox_path, round_robin_start,
-                                self.fenced, send_id, forwarded=forwarded)
+                                self.fenced, send_id, forwarded=forwarded,
+                                idempotent=idempotent)
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
         return result
 

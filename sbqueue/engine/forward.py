@@ -31,6 +31,9 @@ from sbqueue.core.forwarding import (
     FORWARD_SEND_PREFIX,
     Source,
     batch_token,
+    claim_outcome,
+    claim_valid,
+    destination_of,
     release_outcome,
     release_valid,
     source_of,
@@ -41,8 +44,12 @@ from sbqueue.core.properties import EntityStatus, SubscriptionProperties
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow, with_bodies
 from sbqueue.engine.schema import LOCATOR
-from sbqueue.engine.settle import apply_by_sequence
-from sbqueue.exceptions import MessagingEntityDisabledError, MessagingEntityNotFoundError
+from sbqueue.engine.settle import Applied, apply_by_sequence
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessagingEntityDisabledError,
+    MessagingEntityNotFoundError,
+)
 from sbqueue.store.delta import retry_conflicts
 
 if TYPE_CHECKING:
@@ -102,10 +109,7 @@ class Forwarder:
     def step(self, max_batches: int | None = None) -> ForwardResult:
         """Finish batches left by killed steps, then move messages until the source is
         empty (or ``max_batches`` were moved)."""
-        self.source._reload()
-        result = ForwardResult()
-        for token in self._leftovers():
-            result = result.add(self._move(token, resumed=True))
+        result = self.resume()
         for source in (Source.MAIN, Source.DEAD_LETTER):
             while self._target(source) and (max_batches is None
                                             or result.batches < max_batches):
@@ -114,6 +118,45 @@ class Forwarder:
                     break
                 result = result.add(self._move(token, resumed=False))
         return result
+
+    def resume(self) -> ForwardResult:
+        """Finish the batches killed steps left (their lease ran out)."""
+        self.source._reload()
+        result = ForwardResult()
+        for token in self._leftovers():
+            result = result.add(self._move(token, resumed=True))
+        return result
+
+    def resubmit(self, where: str, destination: str, limit: int) -> ForwardResult:
+        """Move dead-lettered messages matching ``where`` (SQL over the entity's view) to
+        ``destination``, exactly once: claimed into the transfer lane by sequence number,
+        then written and released like a forwarding batch."""
+        result = self.resume()
+        self.namespace.sendable(destination)  # exists now, or a clear error
+        dead = self._entity(Source.DEAD_LETTER)
+        try:
+            chosen = [int(r[0]) for r in self.source.messages().where(
+                (F.col("sub_queue") == "DeadLetter") & F.expr(where)).select(
+                "sequence_number").orderBy("sequence_number").limit(limit).collect()]
+        except Exception as exc:  # a predicate Spark cannot read: one line
+            raise InvalidOperationError(
+                f"--where {where!r}: {str(exc).splitlines()[0][:200]}") from None
+        for start in range(0, len(chosen), self.batch):
+            token = batch_token(Source.RESUBMIT, destination)
+            self._claim_numbers(dead, chosen[start:start + self.batch], token)
+            result = result.add(self._move(token, resumed=False))
+        return result
+
+    def _claim_numbers(self, dead: Entity, numbers: list[int], token: str) -> None:
+        now = utcnow()
+
+        def claim() -> Applied:
+            return apply_by_sequence(
+                dead.spark, dead.ledger_path, [(seq, None) for seq in numbers],
+                (Lane.DEAD_LETTER,), claim_valid(now),
+                claim_outcome(token, now + dead.props.lock_duration))
+
+        retry_conflicts(claim, what=f"resubmit claim at {dead.path}")
 
     # -- 1. claim ----------------------------------------------------------------------------
     def _claim(self, source: str, token: str) -> int:
@@ -161,19 +204,23 @@ class Forwarder:
         meta = rows.select("sequence_number", "hop_count").collect()
         if not meta:
             return ForwardResult()
-        target = self._target(source_of(token))
+        source = source_of(token)
+        target = destination_of(token) if source == Source.RESUBMIT else self._target(source)
         destination = self._destination(target)
         missing = destination is None
         disabled = not missing and destination is not None and \
             destination.props.status in (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED)
-        reasons = {int(r[0]): transfer_reason(r[1], missing, disabled) for r in meta}
+        hops = source != Source.RESUBMIT  # a resubmission is no hop (S13.3)
+        reasons = {int(r[0]): transfer_reason(r[1] if hops else 0, missing, disabled)
+                   for r in meta}
         going = sorted(s for s, why in reasons.items() if why is None)
         if going and destination is not None and not (resumed and self._written(destination,
                                                                                 token)):
             try:
                 destination.send_dataframe(
-                    _outgoing(rows.where(F.col("sequence_number").isin(going))),
-                    send_id=FORWARD_SEND_PREFIX + token, forwarded=True)
+                    _outgoing(rows.where(F.col("sequence_number").isin(going)), hops),
+                    send_id=FORWARD_SEND_PREFIX + token, forwarded=True,
+                    idempotent=True)
             except (MessagingEntityDisabledError, MessagingEntityNotFoundError) as exc:
                 why = transfer_reason(0, isinstance(exc, MessagingEntityNotFoundError), True)
                 reasons = dict.fromkeys(reasons, why)
@@ -188,12 +235,10 @@ class Forwarder:
     def _destination(self, name: str | None) -> Entity | Topic | None:
         if not name:
             return None
-        catalog = self.namespace.catalog
-        if catalog.queue_exists(name):
-            return self.namespace.entity(name)
-        if catalog.exists("topic", name):
-            return self.namespace.topic(name)
-        return None
+        try:
+            return self.namespace.sendable(name)
+        except MessagingEntityNotFoundError:
+            return None
 
     def _written(self, destination: Entity | Topic, token: str) -> bool:
         """Whether a resumed batch reached its destination before its step died (its rows
@@ -212,9 +257,9 @@ class Forwarder:
             what=f"forwarding release at {self.path}")
 
 
-def _outgoing(rows: DataFrame) -> DataFrame:
+def _outgoing(rows: DataFrame, hop: bool) -> DataFrame:
     """The destination send of a batch: every property kept (S13.2), the first entity's
-    sequence number carried (S3.3), one more hop; in the source's order."""
+    sequence number carried (S3.3), one more ``hop``; in the source's order."""
     return rows.orderBy("sequence_number").select(
         "body", "message_id", "session_id", "partition_key", "correlation_id", "subject",
         "content_type", "to", "reply_to", "reply_to_session_id", "scheduled_enqueue_time_utc",
@@ -222,7 +267,7 @@ def _outgoing(rows: DataFrame) -> DataFrame:
         (F.col("time_to_live_ms") / 1000.0).alias("time_to_live"),
         F.coalesce(F.nullif(F.col("enqueued_sequence_number"), F.lit(0)),
                    F.col("sequence_number")).alias("enqueued_sequence_number"),
-        (F.coalesce(F.col("hop_count"), F.lit(0)) + 1).alias("hop_count"))
+        (F.coalesce(F.col("hop_count"), F.lit(0)) + int(hop)).alias("hop_count"))
 
 
 def forwarding_sources(namespace: Namespace) -> list[str]:

@@ -171,6 +171,12 @@ class Namespace:
         """The topic ``name``, for sends that fan out to its subscriptions (S15.2)."""
         return Topic(self, self.catalog.get("topic", validate_entity_path(name, "topic name")))
 
+    def sendable(self, name: str) -> Entity | Topic:
+        """What a send to ``name`` goes through: the queue, or the topic (S15.2)."""
+        if self.catalog.exists("topic", name) and not self.catalog.queue_exists(name):
+            return self.topic(name)
+        return self.entity(name)
+
     def create_storage(self, kind: str, props: D, extra: dict[str, Any] | None = None) -> D:
         """Create a new entity's tables, then publish its definition (or clean up).
 

@@ -299,12 +299,13 @@ def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbo
                    round_robin_start: int = 0, fenced: frozenset[int] = frozenset(),
                    send_id: str | None = None,
                    shape: Callable[[DataFrame], DataFrame] | None = None,
-                   forwarded: bool = False) -> SendResult:
+                   forwarded: bool = False, idempotent: bool = False) -> SendResult:
     """Append ``df`` to the inbox in one commit; a bad row stores nothing. ``send_id``: a
     transaction's (its rows stay invisible until it commits, decision 008); ``shape``: what
     turns the prepared rows into the rows stored (a topic's fan-out); ``forwarded``: a
-    forwarding step's batch, written at most once per ``send_id`` (Delta's idempotent
-    write: a repeat is skipped, decision 010)."""
+    forwarding step's batch (it carries the CARRIED columns); ``idempotent``: written at
+    most once per ``send_id`` (Delta's idempotent write: a repeat is skipped, decision
+    010)."""
     send_id = send_id or uuid.uuid4().hex
     counted = Observation(f"send-{send_id}")
     try:
@@ -312,7 +313,7 @@ def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbo
         if shape is not None:
             rows = shape(rows)
         rows = rows.withColumn("send_id", F.lit(send_id))
-        if forwarded:  # a repeat runs no job, so nothing could be observed: the step counts
+        if idempotent:  # a repeat runs no job, so nothing could be observed: the caller counts
             append(rows, inbox_path, txn=(send_id, 0))
             return SendResult(count=0, send_id=send_id)
         append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),

@@ -132,7 +132,7 @@ class Topic:
 
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
                        incoming_bytes: int = 0, send_id: str | None = None,
-                       forwarded: bool = False) -> SendResult:
+                       forwarded: bool = False, idempotent: bool = False) -> SendResult:
         """Send ``df`` (the columns of a queue send) to every subscription whose rules
         match, in one commit (S15.2). ``SendResult.count`` counts the rows stored: the
         copies, not the messages. ``forwarded``: a forwarding step's batch (decision 010)."""
@@ -142,7 +142,7 @@ class Topic:
         fenced = self.namespace.catalog.fenced(self.props.entity_id)
         return send_dataframe(df, self.props, self.inbox_path, round_robin_start, fenced,
                               send_id, shape=lambda rows: fan_out(rows, subscriptions),
-                              forwarded=forwarded)
+                              forwarded=forwarded, idempotent=idempotent)
 
     # -- scheduled messages stay at the topic until due (S8.5) -----------------------------
     def sequence_numbers(self, send_id: str) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
-from sbqueue.jobs import forward, maintain
+from sbqueue.jobs import dequeue, enqueue, forward, maintain, resubmit
 
 pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[2]
@@ -76,3 +76,99 @@ def test_forward_job_loops_with_an_interval(admin, spark, namespace_root, capsys
     summary = json.loads(line.split(" ", 1)[1])
     assert summary["runs"] == 2 and summary["forwarded"] == 0  # the last run found none
     assert admin.namespace.entity("b").counts()["active"] == 1
+
+
+def _summary(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    result: dict[str, object] = json.loads(line.split(" ", 1)[1])
+    return result
+
+
+def test_enqueue_sends_a_path_with_a_mapping_once(admin, spark, namespace_root, tmp_path,
+                                                  capsys) -> None:
+    admin.create_queue("orders", enable_partitioning=True)
+    source = tmp_path / "orders.json"
+    source.write_text("\n".join(json.dumps({"id": f"o{i}", "payload": f"p{i}", "region": "eu",
+                                            "qty": i}) for i in range(5)))
+    argv = ["--namespace", namespace_root, "--entity", "orders", "--path", str(source),
+            "--format", "json", "--column", "body=payload", "--column", "message_id=id",
+            "--properties", "region,qty"]
+    assert enqueue.main(argv) == 0
+    first = _summary(capsys)
+    assert (first["sent"], first["already_sent"]) == (5, False)
+    assert enqueue.main(argv) == 0  # the same input again: nothing sent
+    again = _summary(capsys)
+    assert (again["sent"], again["already_sent"], again["send_id"]) == (0, True,
+                                                                          first["send_id"])
+    rows = admin.namespace.entity("orders").messages().collect()
+    assert sorted(r["message_id"] for r in rows) == [f"o{i}" for i in range(5)]
+    assert {json.loads(str(r["application_properties"]))["region"] for r in rows} == {"eu"}
+    bad = [*argv[:-2], "--column", "colour=id"]
+    assert enqueue.main(bad) == 2
+    assert "colour=id" in capsys.readouterr().err
+
+
+def test_dequeue_writes_the_sink_once_then_settles(admin, spark, namespace_root, tmp_path,
+                                                   capsys) -> None:
+    admin.create_queue("work", max_delivery_count=1)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("work").send_messages(
+            [ServiceBusMessage(b) for b in ("a", "b", "bad")])
+    sink = str(tmp_path / "sink")
+    argv = ["--namespace", namespace_root, "--entity", "work", "--sink", sink,
+            "--function", "dequeue_functions:upper", "--batches", "0",
+            "--on-failure", "dead-letter"]
+    assert dequeue.main(argv) == 0
+    summary = _summary(capsys)
+    assert (summary["received"], summary["completed"], summary["failed"]) == (3, 2, 1)
+    rows = spark.read.format("delta").load(sink).collect()
+    assert sorted(r["text"] for r in rows) == ["A", "B"]
+    [dead] = [r.asDict() for r in admin.namespace.entity("work").messages().collect()]
+    assert (dead["sub_queue"], dead["dead_letter_reason"]) == ("DeadLetter", "ProcessingFailed")
+    # the same results again (a batch delivered twice) add nothing
+    from sbqueue.jobs.dequeue import write_sink
+
+    again = spark.createDataFrame([(rows[0]["sequence_number"], "A")],
+                                  "sequence_number long, text string")
+    write_sink(again, sink, "work")
+    assert spark.read.format("delta").load(sink).count() == 2
+
+
+def test_dequeue_with_sql(admin, spark, namespace_root, tmp_path, capsys) -> None:
+    admin.create_queue("sqlq")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("sqlq").send_messages([ServiceBusMessage("x")])
+    sink = str(tmp_path / "sink")
+    assert dequeue.main(["--namespace", namespace_root, "--entity", "sqlq", "--sink", sink,
+                         "--sql", "SELECT sequence_number, length(body) AS n FROM batch"]) == 0
+    assert _summary(capsys)["completed"] == 1
+    assert [r["n"] for r in spark.read.format("delta").load(sink).collect()] == [1]
+
+
+def test_resubmit_moves_the_selected_dead_letters_once(admin, spark, namespace_root,
+                                                       capsys) -> None:
+    admin.create_queue("jobs")
+    admin.create_queue("retry")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("jobs").send_messages(
+            [ServiceBusMessage(b, message_id=b) for b in ("x", "y", "z")])
+        with client.get_queue_receiver("jobs", max_wait_time=5) as receiver:
+            for message in receiver.receive_messages(3):
+                receiver.dead_letter_message(
+                    message, reason="late" if str(message) != "z" else "broken")
+    argv = ["--namespace", namespace_root, "--entity", "jobs",
+            "--where", "dead_letter_reason = 'late'"]
+    assert resubmit.main(argv) == 0
+    assert _summary(capsys)["resubmitted"] == 2
+    rows = {r["message_id"]: r["sub_queue"]
+            for r in admin.namespace.entity("jobs").messages().collect()}
+    assert rows == {"x": "Main", "y": "Main", "z": "DeadLetter"}
+    assert resubmit.main(argv) == 0  # nothing left that matches
+    assert _summary(capsys)["resubmitted"] == 0
+    assert resubmit.main(["--namespace", namespace_root, "--entity", "jobs",
+                          "--to", "retry"]) == 0
+    assert _summary(capsys)["resubmitted"] == 1
+    assert [r["message_id"] for r in admin.namespace.entity("retry").messages().collect()] \
+        == ["z"]
+    assert resubmit.main([*argv[:-1], "no_such_column = 1"]) == 2
+    assert "no_such_column" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from sbqueue.core.forwarding import (
     Source,
     batch_token,
     carried_sequence,
+    destination_of,
     next_hop,
     release_outcome,
     release_valid,
@@ -46,8 +47,13 @@ def test_batch_tokens_say_which_sub_queue_they_came_from() -> None:
     main, dead = batch_token(Source.MAIN), batch_token(Source.DEAD_LETTER)
     assert (source_of(main), source_of(dead)) == (Source.MAIN, Source.DEAD_LETTER)
     assert main != batch_token(Source.MAIN)
+    again = batch_token(Source.RESUBMIT, "orders/x")
+    assert (source_of(again), destination_of(again), destination_of(main)) == (
+        Source.RESUBMIT, "orders/x", None)
     with pytest.raises(ValueError, match="forwarding"):
         source_of("x123")
+    with pytest.raises(ValueError, match="names its destination"):
+        batch_token(Source.RESUBMIT)
     with pytest.raises(ValueError, match="unknown"):
         batch_token("z")
 
