@@ -136,6 +136,9 @@ INBOX_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableRowTracking": "true",
     "delta.logRetentionDuration": "interval 30 days",
+    # Forwarded batches are appended with Delta's idempotent-write ids (decision 010);
+    # without a retention every id would stay in the table's state for ever.
+    "delta.setTransactionRetentionDuration": "interval 7 days",
     # Statistics only where reads skip files (a send's rows, a message id, a session) or
     # where the log answers an aggregate (the size quota's bound: max size_in_bytes):
     # statistics on every column measured a third of a bulk send's time (decision 004).

@@ -24,7 +24,9 @@ def spark_submit(job: str, *args: str, cwd: Path) -> dict[str, object]:
     from sbqueue.spark import submit_properties
     from sbqueue.spark.logstore import _pyspark_home
 
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    tests = str(REPO / "tests")  # the user functions' module, as a user's package would be
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(
         [str(_pyspark_home() / "bin" / "spark-submit"), "--master", "local[1]",
          "--properties-file", str(submit_properties()), str(REPO / "jobs" / f"{job}.py"),
@@ -36,16 +38,30 @@ def spark_submit(job: str, *args: str, cwd: Path) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_forward_and_maintain_jobs_under_spark_submit(admin, spark, namespace_root,
-                                                      tmp_path) -> None:
-    admin.create_queue("out")
+def test_every_job_runs_under_spark_submit(admin, spark, namespace_root, tmp_path) -> None:
+    """enqueue -> forward -> dequeue (one fails: dead-lettered) -> resubmit -> maintain,
+    each a spark-submit of jobs/<name>.py with its own JVM."""
+    admin.create_queue("out", max_delivery_count=1)
     admin.create_queue("in", enable_partitioning=True, forward_to="out")
-    with ServiceBusClient(namespace_root, spark=spark) as client:
-        client.get_queue_sender("in").send_messages([ServiceBusMessage(f"m{i}")
-                                                     for i in range(12)])
+    source = tmp_path / "rows.csv"
+    source.write_text("id,payload\n" + "\n".join(f"r{i},{'bad' if i == 0 else i}"
+                                                  for i in range(12)))
+    sent = spark_submit("enqueue", "--namespace", namespace_root, "--entity", "in", "--path",
+                        str(source), "--format", "csv", "--column", "body=payload",
+                        "--column", "message_id=id", cwd=tmp_path)
+    assert sent["sent"] == 12
     moved = spark_submit("forward", "--namespace", namespace_root, cwd=tmp_path)
     assert (moved["forwarded"], moved["runs"]) == (12, 1)
-    assert admin.namespace.entity("out").counts()["active"] == 12
+    sink = str(tmp_path / "sink")
+    done = spark_submit("dequeue", "--namespace", namespace_root, "--entity", "out",
+                        "--sink", sink, "--function", "dequeue_functions:upper",
+                        "--on-failure", "dead-letter", cwd=tmp_path)
+    assert (done["completed"], done["failed"]) == (11, 1)
+    assert spark.read.format("delta").load(sink).count() == 11
+    back = spark_submit("resubmit", "--namespace", namespace_root, "--entity", "out",
+                        cwd=tmp_path)
+    assert back["resubmitted"] == 1
+    assert admin.namespace.entity("out").counts()["active"] == 1
     kept = spark_submit("maintain", "--namespace", namespace_root, "--entity", "in",
                         "--entity", "out", "--no-vacuum", cwd=tmp_path)
     assert [e["path"] for e in kept["entities"]] == ["in", "out"]  # type: ignore[index,union-attr]
