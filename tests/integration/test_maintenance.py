@@ -116,7 +116,7 @@ def test_maintenance_beside_busy_senders_and_receivers_loses_nothing(
     for worker in workers:
         worker.start()
     try:
-        reports = [Maintainer(admin.namespace).maintain("busy") for _ in range(3)]
+        reports = [Maintainer(admin.namespace).maintain("busy") for _ in range(2)]
     finally:
         stop.set()
         for worker in workers:
