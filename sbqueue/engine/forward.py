@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.forwarding import (
     FORWARD_SEND_PREFIX,
+    MAX_HOPS,
     Source,
     batch_token,
     claim_outcome,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = ["ForwardResult", "Forwarder", "forward_namespace", "forwarding_sources"]
 
 log = logging.getLogger(__name__)
-DEFAULT_BATCH = 10_000
+DEFAULT_BATCH = 100_000  # a batch is ~45 Spark jobs whatever its size (decision 010)
 _RELEASE_ROWS = ("sequence_number long, _token string, _reason string, "
                  "_description string")
 Crash = Callable[[str], None]  # tests: called after each commit of a batch
@@ -213,12 +214,15 @@ class Forwarder:
         hops = source != Source.RESUBMIT  # a resubmission is no hop (S13.3)
         reasons = {int(r[0]): transfer_reason(r[1] if hops else 0, missing, disabled)
                    for r in meta}
-        going = sorted(s for s, why in reasons.items() if why is None)
+        going = any(why is None for why in reasons.values())
         if going and destination is not None and not (resumed and self._written(destination,
                                                                                 token)):
+            # the rows without a reason, selected by the same rule in Spark (no literal list)
+            movable = rows.where(F.coalesce(F.col("hop_count"), F.lit(0)) < MAX_HOPS) \
+                if hops else rows
             try:
                 destination.send_dataframe(
-                    _outgoing(rows.where(F.col("sequence_number").isin(going)), hops),
+                    _outgoing(movable, hops),
                     send_id=FORWARD_SEND_PREFIX + token, forwarded=True,
                     idempotent=True)
             except (MessagingEntityDisabledError, MessagingEntityNotFoundError) as exc:

@@ -188,3 +188,23 @@ def test_resubmit_moves_the_selected_dead_letters_once(admin, spark, namespace_r
         == ["z"]
     assert resubmit.main([*argv[:-1], "no_such_column = 1"]) == 2
     assert "no_such_column" in capsys.readouterr().err
+
+
+def test_the_cli_runs_the_forward_and_maintain_jobs(admin, spark, namespace_root) -> None:
+    from click.testing import CliRunner
+
+    from sbqueue.cli import main as cli
+
+    admin.create_queue("to")
+    admin.create_queue("from", forward_to="to")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("from").send_messages(ServiceBusMessage("x"))
+    runner = CliRunner()
+    moved = runner.invoke(cli, ["forward", "--namespace", namespace_root])
+    assert moved.exit_code == 0, moved.output
+    assert json.loads(moved.output.split("sbqueue-forward ", 1)[1])["forwarded"] == 1
+    kept = runner.invoke(cli, ["maintain", "--namespace", namespace_root, "--no-vacuum",
+                               "--entity", "to"])
+    assert kept.exit_code == 0, kept.output
+    helped = runner.invoke(cli, ["forward", "--help"])
+    assert helped.exit_code == 0 and "--interval" in helped.output
