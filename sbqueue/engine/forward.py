@@ -165,7 +165,8 @@ class Forwarder:
         entity = self._entity(source)
         if entity.props.status in (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED):
             return 0  # a disabled source holds its messages (S16.1)
-        available = [p for p in range(entity.partitions) if p not in entity.fenced]
+        fenced = self.namespace.catalog.fenced(entity.props.entity_id)  # S14.2
+        available = [p for p in range(entity.partitions) if p not in fenced]
 
         def attempt() -> ReceiveResult:
             a = entity.make_attempt(available, self.batch, self.batch, peek_lock=True)
