@@ -36,6 +36,7 @@ from sbqueue.core.properties import (
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.sizes import check_dead_letter_text, entity_limit
 from sbqueue.core.transitions import (
+    SESSIONLESS_REASON,
     Lane,
     Outcome,
     ReceiveContext,
@@ -65,7 +66,7 @@ from sbqueue.exceptions import (
     PartitionUnavailableError,
     ServiceBusQuotaExceededError,
 )
-from sbqueue.store.delta import RETRYABLE, latest_version, retry_conflicts
+from sbqueue.store.delta import RETRYABLE, latest_version, note_conflict, retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.namespace import Namespace
@@ -254,6 +255,7 @@ class Entity:
         if max_messages < 1:
             raise InvalidOperationError(f"max_messages is {max_messages}; at least 1 (S5.4)")
         self.check_status("receive")
+        self._pass_sessionless()
         tried: set[int] = set(self.fenced)  # receives continue from the others (S14.2)
         attempts, deadline = 0, time.monotonic() + LEASE_WAIT_SECONDS
         while attempts < RECEIVE_ATTEMPTS:
@@ -267,7 +269,8 @@ class Entity:
             share = min(max_messages, max(PARTITION_BATCH, math.ceil(max_messages / len(chosen))))
             try:
                 result = self._attempt(chosen, share, max_messages, mode == "peek_lock")
-            except RETRYABLE:
+            except RETRYABLE as exc:
+                note_conflict(f"receive from {self.name} {chosen}", exc)
                 self.board.conflicted(chosen)
                 continue
             finally:
@@ -313,12 +316,28 @@ class Entity:
         self._refuse_sessionful()
         self.check_status("receive")
         self.require_available(partitions, "receive")
+        self._pass_sessionless()
         with self.board.hold(partitions):
             result = retry_conflicts(
                 lambda: self._attempt(partitions, share, total or share * len(partitions),
                                       mode == "peek_lock"),
                 what=f"receive from {self.name} {partitions}")
         return with_bodies(self.spark, self.inbox_path, result)
+
+    def _pass_sessionless(self) -> None:
+        """S10.1: the copies a session subscription got without a session id are in its
+        dead-letter queue from the send on (marked at fan-out; peek, the view and counts
+        show them there at once). A receive of that dead-letter queue first moves the main
+        cursor past the marked copies still after it, which stores them in the dead-letter
+        lane (``receive_outcome``), where they can be locked."""
+        if self.lane != Lane.DEAD_LETTER or self.target is None \
+                or not self.props.requires_session:
+            return
+        main = Entity(self.namespace, self.props)
+        marked = main.messages().where(
+            (F.col("sub_queue") == "DeadLetter") & F.col("lock_token").isNull()
+            & (F.col("dead_letter_reason") == SESSIONLESS_REASON)).select("sequence_number")
+        main._pass_to([int(r[0]) for r in marked.collect()])
 
     def _refuse_sessionful(self) -> None:
         if self.props.requires_session and self.lane == Lane.MAIN:

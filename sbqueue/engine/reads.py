@@ -17,11 +17,13 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.transitions import SESSIONLESS_REASON
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.schema import (
     COPY_BITS,
     MESSAGE_FIELDS,
     TRANSACTION_SEND_PREFIX,
+    dead_letter_mark,
     owned_rows_sql,
 )
 
@@ -79,6 +81,8 @@ def messages_sql(inbox: str, ledger: str, internal: bool = False,
     # S8.5: a scheduled topic message waits at the topic; its subscriptions never show it.
     waiting = "" if target is None or internal else " WHERE state <> 'Scheduled'"
     fields = ", ".join(_q(f) for f in _FIELDS) + extra.format(p="")
+    # S10.1: a copy marked at fan-out is in the dead-letter queue before any cursor passes.
+    dead = "FALSE" if target is None else f"array_contains(targets, '{dead_letter_mark(target)}')"
     inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
     return f"""SELECT * FROM (
 WITH sent AS (
@@ -101,11 +105,13 @@ pending AS (  -- a transaction's rows are messages once it committed (S12.2)
   SELECT * FROM numbered WHERE NOT {_TX} OR send_id IN (SELECT send_id FROM committed)
 )
 SELECT sequence_number, partition_id, {fields},
-       CASE WHEN scheduled_enqueue_time_utc > current_timestamp() THEN 'Scheduled'
+       CASE WHEN {dead} THEN 'Active'
+            WHEN scheduled_enqueue_time_utc > current_timestamp() THEN 'Scheduled'
             ELSE 'Active' END AS state,
-       'Main' AS sub_queue, 0 AS delivery_count, CAST(NULL AS STRING) AS lock_token,
+       CASE WHEN {dead} THEN 'DeadLetter' ELSE 'Main' END AS sub_queue,
+       0 AS delivery_count, CAST(NULL AS STRING) AS lock_token,
        CAST(NULL AS TIMESTAMP) AS locked_until_utc,
-       CAST(NULL AS STRING) AS dead_letter_reason,
+       CASE WHEN {dead} THEN '{SESSIONLESS_REASON}' END AS dead_letter_reason,
        CAST(NULL AS STRING) AS dead_letter_error_description,
        CAST(NULL AS STRING) AS dead_letter_source
 FROM pending

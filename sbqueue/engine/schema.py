@@ -46,6 +46,7 @@ __all__ = [
     "STATE_FIELDS",
     "TRANSACTION_SEND_PREFIX",
     "copy_of",
+    "dead_letter_mark",
     "owned_rows",
     "owned_rows_sql",
 ]
@@ -149,6 +150,13 @@ LEDGER_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
     "delta.checkpointInterval": "50",
 }
+
+
+def dead_letter_mark(target: str) -> str:
+    """The ``targets`` element that puts a subscription's copy in its dead-letter queue from
+    the moment it is sent: a copy without a session id for a session subscription (S10.1).
+    The copy also lists the subscription itself, so it is numbered as every other copy."""
+    return f"{target}:dlq"
 
 
 def owned_rows_sql(target: str | None) -> str:

@@ -53,6 +53,7 @@ from sbqueue.store.delta import (
     OP_COLUMN,
     RETRYABLE,
     StaleRead,
+    note_conflict,
     retry_conflicts,
 )
 
@@ -239,7 +240,8 @@ class Sessions:
             chosen = sorted(random.sample(ids, min(count, len(ids))))
             try:
                 got = self._try_lock(chosen)
-            except RETRYABLE:
+            except RETRYABLE as exc:
+                note_conflict(f"lock sessions of {self.entity.name}", exc)
                 time.sleep(random.uniform(0.05, 0.3))
                 continue
             if got:

@@ -23,7 +23,7 @@ from sbqueue.core.rules import RuleProperties
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.engine.receive import as_aware, utcnow
 from sbqueue.engine.rule_columns import RulePlan, with_props
-from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA
+from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.exceptions import (
     MessageNotFoundError,
@@ -46,6 +46,15 @@ _COUNTER_MASK = (1 << COUNTER_BITS) - 1
 class _Copy:
     subscription: str  # entity id
     rule: RuleProperties
+    requires_session: bool
+
+    def targets(self, session_id: Column) -> Column:
+        """The rule copy's ``targets``: its subscription, and on a session subscription
+        its dead-letter mark when the copy has no session id (S10.1)."""
+        if not self.requires_session:
+            return F.array(F.lit(self.subscription))
+        mark = F.when(session_id.isNull(), F.lit(dead_letter_mark(self.subscription)))
+        return F.filter(F.array(F.lit(self.subscription), mark), lambda t: t.isNotNull())
 
 
 def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
@@ -68,10 +77,13 @@ def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
             for m in matched[1:]:
                 any_match = any_match | m
             plain.append(F.when(any_match, F.lit(sub.entity_id)))
+            if sub.requires_session:  # S10.1: in its dead-letter queue from the send on
+                plain.append(F.when(any_match & F.col("session_id").isNull(),
+                                    F.lit(dead_letter_mark(sub.entity_id))))
         for r in rules:
             if r.action is not None:
                 match = plan.filter_column(r.filter.tree())
-                copies.append((_Copy(sub.entity_id, r), match,
+                copies.append((_Copy(sub.entity_id, r, sub.requires_session), match,
                                plan.action_columns(r.action.statements(), r.name)))
     if len(copies) > MAX_ACTION_RULES:
         raise ServiceBusQuotaExceededError(
@@ -94,7 +106,7 @@ def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
                       copy_struct({"targets": targets, "batch_index": base}))]
     for k, (copy, match, columns) in enumerate(copies, start=1):
         structs.append(F.when(match, copy_struct(
-            {**columns, "targets": F.array(F.lit(copy.subscription)),
+            {**columns, "targets": copy.targets(columns.get("session_id", F.col("session_id"))),
              "batch_index": base + k})))
     present = F.filter(F.array(*structs), lambda c: c.isNotNull())
     return evaluated.select(F.explode(present).alias("_copy")).select("_copy.*")

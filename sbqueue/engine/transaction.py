@@ -44,7 +44,13 @@ from sbqueue.exceptions import (
     SessionLockLostError,
     StorageConflictError,
 )
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, RETRYABLE, latest_version
+from sbqueue.store.delta import (
+    EXPECT_COLUMN,
+    OP_COLUMN,
+    RETRYABLE,
+    latest_version,
+    note_conflict,
+)
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
@@ -265,7 +271,8 @@ def _commit(entity: Entity, plan: TransactionPlan, read: _Read, send_id: str | N
                 step("during_commit")
                 merge_rows(entity.spark, entity.ledger_path, rows, [plan.partition], lanes)
                 return renewed
-            except RETRYABLE:
+            except RETRYABLE as exc:
+                note_conflict(f"transaction on {entity.path}", exc)
                 time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
     raise StorageConflictError(
         f"the transaction on {entity.path} conflicted with concurrent work "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,6 +48,9 @@ def local_conf() -> dict[str, str]:
     conf["spark.jars.ivySettings"] = str(conf_dir() / "ivysettings.xml")
     # The in-memory catalog holds only views; keep its folder out of the user's directory.
     conf["spark.sql.warehouse.dir"] = str(cache_dir() / "warehouse")
+    # Retried conflicts leave no Java trace on the user's terminal (log4j2.properties).
+    conf["spark.driver.extraJavaOptions"] = (
+        f"-Dlog4j2.configurationFile={(conf_dir() / 'log4j2.properties').as_uri()}")
     return conf
 
 
@@ -144,10 +148,13 @@ def _build_local(app_name: str, master: str | None,
     conf["spark.jars"] = str(ensure_logstore_jar(conf))
     conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
     for key, value in (extra_conf or {}).items():
-        if value:
+        if value and key.endswith("extraJavaOptions") and conf.get(key):
+            conf[key] = f"{conf[key]} {value}"  # the user's options, after sbqueue's
+        elif value:
             conf[key] = value
         else:
             conf.pop(key, None)
+    _workers_use_this_python(conf)
     builder = SparkSession.builder.appName(app_name).master(
         master or os.environ.get("SBQUEUE_SPARK_MASTER", "local[2]")
     )
@@ -164,6 +171,26 @@ def _build_local(app_name: str, master: str | None,
         ) from exc
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+# What a user sets to choose the Python of Spark's workers: left exactly as given.
+PYTHON_CHOICES = ("spark.pyspark.python", "spark.pyspark.driver.python")
+PYTHON_VARIABLES = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+
+
+def _workers_use_this_python(conf: dict[str, str]) -> None:
+    """Make a local session's Python workers run this interpreter, unless the user chose one.
+
+    A local PySpark starts its workers with ``$PYSPARK_PYTHON``, else whatever ``python3``
+    is first on ``PATH``: for a venv's program run by its path (pipx, cron, an IDE, a
+    Docker ``CMD``) that is another interpreter, without sbqueue, and every UDF fails with
+    ``ModuleNotFoundError`` in the workers. ``sys.executable`` is the one that has it.
+    """
+    if any(conf.get(k) for k in PYTHON_CHOICES) or any(os.environ.get(v)
+                                                       for v in PYTHON_VARIABLES):
+        return
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # what PySpark's SparkContext reads
+    conf["spark.pyspark.python"] = sys.executable  # and what the session shows
 
 
 def stop_session() -> None:

@@ -16,8 +16,10 @@ Knows nothing of Service Bus names.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -38,10 +40,12 @@ __all__ = [
     "RETRYABLE",
     "StaleRead",
     "append",
+    "conflicts_retried",
     "create_table",
     "earliest_version",
     "guarded_merge",
     "latest_version",
+    "note_conflict",
     "read_appended",
     "retry_conflicts",
 ]
@@ -71,6 +75,23 @@ class StaleRead(Exception):
 
 
 RETRYABLE: tuple[type[BaseException], ...] = (StaleRead, *DELTA_CONFLICTS)
+
+log = logging.getLogger("sbqueue.store")
+_conflicts = [0]
+_conflicts_lock = threading.Lock()
+
+
+def note_conflict(what: str, exc: BaseException) -> None:
+    """Record a conflict that sbqueue handles (retries, or moves on from): a DEBUG line and
+    a process-wide count, nothing on the user's output (issue 17)."""
+    with _conflicts_lock:
+        _conflicts[0] += 1
+    log.debug("%s: %s, retried", what, exc.__class__.__name__)
+
+
+def conflicts_retried() -> int:
+    """How many handled conflicts this process has seen (benchmarks report it)."""
+    return _conflicts[0]
 
 
 def create_table(
@@ -216,6 +237,7 @@ def retry_conflicts(
         try:
             return operation()
         except RETRYABLE as exc:
+            note_conflict(what, exc)
             if attempt == attempts:
                 raise StorageConflictError(
                     f"{what} conflicted with concurrent writers {attempts} times; last: "

@@ -94,3 +94,32 @@ def test_cli_is_quiet_when_it_starts_spark(namespace_root) -> None:
         assert result.returncode == 0, out  # type: ignore[attr-defined]
         assert ":: loading settings" not in out and "log level" not in out, out
     assert "sent 1" in sent.stdout  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_cli_names_a_python_worker_failure_and_its_interpreter(namespace_root, tmp_path
+                                                              ) -> None:
+    """Issue 17: workers that run an interpreter without sbqueue fail a keyed send; the CLI
+    prints the worker's own exception, its message and the interpreter, in one line."""
+    import os
+    import subprocess
+    import sys
+    import venv
+
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)  # a Python without sbqueue, pyspark or pandas
+    python = str(bare / "bin" / "python")
+    cli = [sys.executable, "-m", "sbqueue.cli", "--namespace", namespace_root]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["PYSPARK_PYTHON"] = python  # the user's choice: kept, and named in the error
+    made = subprocess.run([*cli[:3], "queue", "create", *cli[3:], "q",
+                           "enable_partitioning=true"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert made.returncode == 0, made.stdout + made.stderr
+    sent = subprocess.run([*cli[:3], "send", *cli[3:], "q", "hello", "--session-id", "s1"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert sent.returncode == 1, sent.stdout + sent.stderr
+    line = " ".join(sent.stdout.split())
+    assert "ModuleNotFoundError: No module named" in line, sent.stdout
+    assert "in Spark's Python workers" in line and python in line, sent.stdout
+    assert "Traceback" not in sent.stdout and "py4j" not in sent.stdout

@@ -168,6 +168,43 @@ def test_s10_1_session_subscription_dead_letters_a_copy_without_session(admin, c
             "in-session", "no-session"]
 
 
+def test_s10_1_s7_3_a_sessionless_copy_is_dead_lettered_as_the_send_returns(
+        admin, client, spark, namespace_root) -> None:
+    """Only the dead-letter side is read: no receive on the subscription comes first, so
+    nothing but the fan-out can have put the copies there (issue 17)."""
+    admin.create_topic("t", enable_partitioning=True)
+    admin.create_subscription("t", "sess", requires_session=True)
+    admin.create_subscription("t", "tagged", requires_session=True, default_rule=RuleProperties(
+        "tag", TrueRuleFilter(), action=SqlRuleAction("SET tagged = 1")))
+    with client.get_topic_sender("t") as sender:
+        sender.send_messages([ServiceBusMessage("lost-1"), ServiceBusMessage("lost-2"),
+                              ServiceBusMessage("kept", session_id="a")])
+    reason = "Session ID is null"
+    for sub in ("sess", "tagged"):
+        runtime = admin.get_subscription_runtime_properties("t", sub)
+        assert (runtime.dead_letter_message_count, runtime.active_message_count) == (2, 1)
+        view = Namespace(namespace_root, spark=spark).sql_name(f"t/Subscriptions/{sub}")
+        rows = spark.sql(f"SELECT body, sub_queue, dead_letter_reason FROM {view}").collect()
+        assert sorted((bytes(r[0]).decode(), r[1], r[2]) for r in rows) == [
+            ("kept", "Main", None), ("lost-1", "DeadLetter", reason),
+            ("lost-2", "DeadLetter", reason)]
+        with client.get_subscription_receiver("t", sub, sub_queue="deadletter",
+                                              max_wait_time=5) as dlq:
+            assert sorted(str(m) for m in dlq.peek_messages(10)) == ["lost-1", "lost-2"]
+            dead = dlq.receive_messages(10, max_wait_time=5)
+            assert sorted((str(m), m.dead_letter_reason) for m in dead) == [
+                ("lost-1", reason), ("lost-2", reason)]
+            for m in dead:
+                dlq.complete_message(m)
+        runtime = admin.get_subscription_runtime_properties("t", sub)
+        assert (runtime.dead_letter_message_count, runtime.active_message_count) == (0, 1)
+        with client.get_subscription_receiver("t", sub, session_id="a",
+                                              max_wait_time=5) as receiver:
+            got = receiver.receive_messages(10, max_wait_time=5)
+            assert [str(m) for m in got] == ["kept"]
+            receiver.complete_message(got[0])
+
+
 def test_a_subscription_is_not_sendable_and_a_topic_not_receivable(admin, client,
                                                                     spark, namespace_root
                                                                     ) -> None:

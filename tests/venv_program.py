@@ -1,0 +1,63 @@
+"""A program as a user of an installed wheel writes it, run by the venv's python by path.
+
+`.ci/wheel-check` runs it with ``PATH=/usr/bin:/bin`` and no ``VIRTUAL_ENV`` or
+``PYSPARK_*`` variables (as pipx, cron, systemd, IDEs and Docker ``CMD`` start programs):
+everything that runs Python inside Spark's workers must find sbqueue there (issue 17).
+Keyed sends (routing UDF), a receive, a DataFrame job with a Python UDF and a topic send
+through a SQL filter. Prints ``venv-program: ok`` at the end; any failure exits non-zero.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql import functions as F
+
+from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
+from sbqueue.management import ServiceBusAdministrationClient, SqlRuleFilter
+
+
+def main(folder: str) -> None:
+    admin = ServiceBusAdministrationClient(folder)
+    admin.create_queue("orders", enable_partitioning=True)
+    admin.create_topic("events", enable_partitioning=True)
+    admin.create_subscription("events", "red")
+    admin.delete_rule("events", "red", "$Default")
+    admin.create_rule("events", "red", "only-red", filter=SqlRuleFilter("color = 'red'"))
+    spark = admin.namespace.spark
+    workers = spark.conf.get("spark.pyspark.python", None)
+    print(f"venv-program: driver {sys.executable}, workers {workers}")
+
+    with ServiceBusClient(folder) as client:
+        with client.get_queue_sender("orders") as sender:  # keyed: routed by the UDF
+            sender.send_messages([ServiceBusMessage(f"o{i}", partition_key=f"k{i % 3}")
+                                  for i in range(6)])
+        with client.get_queue_receiver("orders", max_wait_time=5) as receiver:
+            got = receiver.receive_messages(max_message_count=6, max_wait_time=10)
+            assert got, "the receive returned nothing"
+            for message in got:
+                receiver.complete_message(message)
+        with client.get_topic_sender("events") as sender:
+            sender.send_messages([ServiceBusMessage("r", application_properties={
+                "color": "red"}), ServiceBusMessage("b", application_properties={
+                    "color": "blue"})])
+        with client.get_subscription_receiver("events", "red", max_wait_time=5) as red:
+            bodies = [str(m) for m in red.receive_messages(max_message_count=5,
+                                                           max_wait_time=10)]
+            assert bodies == ["r"], bodies
+
+    ns = Namespace(folder, spark=spark)
+    orders = ns.entity("orders")
+    shout = F.udf(lambda s: s.upper(), "string")  # a user's own Python UDF
+    df = spark.range(20).select(shout(F.concat(F.lit("p"), F.col("id").cast("string")))
+                                .alias("body"),
+                                F.concat(F.lit("c"), F.col("id") % 4).alias("session_id"))
+    sent = orders.send_dataframe(df).count
+    batch = orders.receive_dataframe(max_messages=100)
+    done = orders.complete_dataframe(batch).settled
+    assert sent == done == 20, (sent, done)
+    print("venv-program: ok")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
