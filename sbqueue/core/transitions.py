@@ -174,9 +174,11 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
     }
 
 
-def settle_valid(now: datetime) -> Expr:
-    """The caller's lock token is the row's, and the lock has not expired (S6.6)."""
-    return (col("lock_token") == col("_token")) & (col("locked_until_utc") > now)
+def settle_valid(now: datetime, token: str | None = None) -> Expr:
+    """The caller's lock token is the row's, and the lock has not expired (S6.6). The
+    caller's token is the row's ``_token``, or ``token`` when one message is settled."""
+    caller = col("_token") if token is None else lit(token)
+    return (col("lock_token") == caller) & (col("locked_until_utc") > now)
 
 
 def settle_outcome(ctx: SettleContext) -> Outcome:

@@ -18,16 +18,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sbqueue.core.expr import Expr
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sequence import COUNTER_BITS, partition_of
 from sbqueue.core.transitions import Outcome, SettleContext, settle_outcome, settle_valid
-from sbqueue.engine.columns import project, to_column
+from sbqueue.engine.columns import project, to_column, to_sql
 from sbqueue.engine.receive import merge_scope
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, LEDGER_TYPES, LOCATOR
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge
 
 PAIRS = "sequence_number long, _token string"
 
-__all__ = ["Applied", "SettleResult", "apply_by_sequence", "merge_rows", "settle_once"]
+__all__ = ["Applied", "SettleResult", "apply_by_sequence", "merge_rows", "settle_keyed",
+           "settle_once"]
 
 
 @dataclass
@@ -99,12 +100,48 @@ def apply_by_sequence(spark: SparkSession, ledger_path: str,
 def settle_once(spark: SparkSession, ledger_path: str, locks: list[tuple[int, str]],
                 lanes: tuple[str, ...], ctx: SettleContext) -> SettleResult:
     """One settlement attempt (S6): the rows whose lock is valid change, the rest are
-    reported."""
+    reported. One message: one keyed Delta DML (``settle_keyed``); more: one guarded
+    MERGE (all of them judged against one read, decision 004)."""
+    if len(locks) == 1:
+        return settle_keyed(spark, ledger_path, locks[0], lanes, ctx)
     applied = apply_by_sequence(spark, ledger_path, [(s, t) for s, t in locks], lanes,
                                 settle_valid(ctx.now), settle_outcome(ctx))
     return SettleResult(settled=len(applied.valid), lock_lost=applied.invalid,
                         already_settled=applied.missing,
                         locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
+
+
+def settle_keyed(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
+                 lanes: tuple[str, ...], ctx: SettleContext) -> SettleResult:
+    """Settle one message with ONE Delta DELETE (complete) or UPDATE (the others) whose
+    condition is the whole rule: literal partition, lanes and sequence number (pruning, and
+    the conflict scope Delta checks, fact 2) and ``settle_valid`` with the caller's token.
+    Delta commits it atomically against concurrent work on the partition, so no read comes
+    first and no guard is needed; its affected-row count is the verdict. Only a settlement
+    that changed nothing reads the row, to say lock lost or already settled (S6.6).
+    Decision 011: 8 Spark jobs instead of the MERGE path's 20."""
+    seq, token = lock
+    where = (f"partition_id = {partition_of(seq)} AND lane IN "
+             f"({', '.join(repr(str(x)) for x in lanes)}) AND row_type = 'm' "
+             f"AND sequence_number = {int(seq)} AND {to_sql(settle_valid(ctx.now, token))}")
+    table = f"delta.`{ledger_path}`"
+    outcome = settle_outcome(ctx)
+    if ctx.kind == "complete":
+        statement = f"DELETE FROM {table} WHERE {where}"
+    else:
+        sets = ", ".join(f"`{c}` = CAST({to_sql(e)} AS {LEDGER_TYPES[c].simpleString()})"
+                         for c, e in outcome.items() if not c.startswith("_"))
+        statement = f"UPDATE {table} SET {sets} WHERE {where}"
+    row = spark.sql(statement).first()
+    if row is not None and int(row[0]):
+        return SettleResult(settled=1,
+                            locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
+    held = spark.read.format("delta").load(ledger_path).where(
+        (F.col("partition_id") == partition_of(seq)) & F.col("lane").isin(list(lanes))
+        & (F.col("row_type") == "m") & (F.col("sequence_number") == seq)).select(
+        "sequence_number").first()
+    return SettleResult(lock_lost=[seq]) if held is not None else SettleResult(
+        already_settled=[seq])
 
 
 def merge_rows(spark: SparkSession, ledger_path: str, rows: list[dict[str, Any]],

@@ -1,0 +1,238 @@
+"""Issue 18: the cost of one operation against a raw Delta operation, one command.
+
+Parts (each prints one JSON line; ``--parts`` picks some):
+
+- ``single``: p50 seconds and Spark jobs of a client send of one message, a
+  ``receive_messages(1)``, a ``complete_message``, a ``schedule_messages`` of one and a
+  ``cancel_scheduled_messages`` of one, each interleaved with a raw one-row Delta append
+  (1 KB body) in the same round; ratios to the append.
+- ``sdk50``: the SDK's common pattern: ``receive_messages(max_message_count=50)`` with the
+  default 60 s lock, then ``complete_message`` on each in turn: how many locks were lost and
+  how much of the lock was left after the 50th.
+- ``loop``: the client loop (receive one, complete it) with 1, 4 and 16 threads of one
+  process on a 16-partition queue: messages per second, and conflicts retried.
+- ``create``: ``create_queue`` beside a raw ``CREATE TABLE`` of one Delta table.
+- ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
+  then completing them: how many were lost.
+- ``drain``, ``forward``, ``pool``: the DataFrame drain of ``--drain`` messages
+  (``engine_scale.bulk``), forwarding ``--forward`` messages (``jobs.forward``) and the
+  session worker pool (``sessions.pool``), each beside its own raw baseline.
+
+    python benchmarks/commit_cost.py [--parts single,sdk50,loop,create] [--reps 7]
+
+Results: ``benchmarks/results/commit_cost-<date>.jsonl`` (append the printed lines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from common import measured, run_parts
+
+from sbqueue import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
+from sbqueue.exceptions import MessageLockLostError
+from sbqueue.management import ServiceBusAdministrationClient
+from sbqueue.store.delta import conflicts_retried
+
+BODY = "x" * 1000
+
+
+def _raw(spark: Any, root: str) -> tuple[str, Any]:
+    path = f"{root}/raw"
+    row = spark.range(1).selectExpr("id", f"'{BODY}' AS body")
+    row.write.format("delta").save(path)
+    return path, lambda: row.write.format("delta").mode("append").save(path)
+
+
+def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    admin.create_queue("single", enable_partitioning=True, lock_duration="PT5M")
+    client = ServiceBusClient(root, spark=spark)
+    sender = client.get_queue_sender("single")
+    receiver = client.get_queue_receiver("single", max_wait_time=30)
+    _, raw_append = _raw(spark, root)
+    keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel")
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    jobs: dict[str, list[int]] = {k: [] for k in keys}
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    for _ in range(reps):
+        got: list[Any] = []
+        seqs: list[int] = []
+        steps = (
+            ("raw_append", raw_append),
+            ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
+            ("raw_append", raw_append),
+            ("receive", lambda got=got: got.extend(receiver.receive_messages(1))),
+            ("raw_append", raw_append),
+            ("complete", lambda got=got: receiver.complete_message(got[0])),
+            ("raw_append", raw_append),
+            ("schedule", lambda seqs=seqs: seqs.extend(
+                sender.schedule_messages(ServiceBusMessage(BODY), later))),
+            ("raw_append", raw_append),
+            ("cancel", lambda seqs=seqs: sender.cancel_scheduled_messages(seqs[0])),
+        )
+        for key, fn in steps:
+            _, seconds, n = measured(spark, fn)
+            times[key].append(seconds)
+            jobs[key].append(n)
+    p50 = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    return {"part": "single", "reps": reps, "p50_s": p50,
+            "jobs": {k: int(statistics.median(v)) for k, v in jobs.items()},
+            "ratio_to_raw_append": {k: round(p50[k] / p50["raw_append"], 2)
+                                    for k in keys[1:]}}
+
+
+def sdk50(spark: Any, root: str, reps: int) -> dict[str, Any]:
+    """receive_messages(50) on a 60 s lock, then complete_message on each in turn."""
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    admin.create_queue("sdk", enable_partitioning=True)  # default lock: 60 s
+    client = ServiceBusClient(root, spark=spark)
+    with client.get_queue_sender("sdk") as sender:
+        sender.send_messages([ServiceBusMessage(BODY) for _ in range(50)])
+    lost, done = 0, 0
+    with client.get_queue_receiver("sdk", max_wait_time=30) as receiver:
+        got = receiver.receive_messages(max_message_count=50, max_wait_time=30)
+        while len(got) < 50:  # a receive may return fewer: ask again, as SDK users do
+            more = receiver.receive_messages(max_message_count=50 - len(got))
+            if not more:
+                break
+            got += more
+        started = time.perf_counter()
+        for message in got:
+            try:
+                receiver.complete_message(message)
+                done += 1
+            except MessageLockLostError:
+                lost += 1
+        seconds = time.perf_counter() - started
+        last = got[-1].locked_until_utc if got else None
+    left = (last - datetime.now(timezone.utc)).total_seconds() if last else None
+    return {"part": "sdk50", "received": len(got), "completed": done, "lock_lost": lost,
+            "complete_each_s": round(seconds / max(1, len(got)), 3),
+            "lock_left_after_last_s": round(left, 1) if left is not None else None}
+
+
+def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    client = ServiceBusClient(root, spark=spark)
+    rates: dict[str, float] = {}
+    conflicts: dict[str, int] = {}
+    for threads in (1, 4, 16):
+        name = f"loop{threads}"
+        admin.create_queue(name, enable_partitioning=True)
+        with client.get_queue_sender(name) as sender:
+            sender.send_messages([ServiceBusMessage(BODY) for _ in range(messages)])
+        counted = [0]
+        guard = threading.Lock()
+
+        def work(name: str = name, counted: list[int] = counted,
+                 guard: threading.Lock = guard) -> None:
+            with client.get_queue_receiver(name, max_wait_time=5) as receiver:
+                while batch := receiver.receive_messages(1, max_wait_time=5):
+                    receiver.complete_message(batch[0])
+                    with guard:
+                        counted[0] += 1
+
+        before = conflicts_retried()
+        started = time.perf_counter()
+        pool = [threading.Thread(target=work) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        seconds = time.perf_counter() - started
+        rates[f"{threads}_threads"] = round(counted[0] / seconds, 2)
+        conflicts[f"{threads}_threads"] = conflicts_retried() - before
+    return {"part": "loop", "messages": messages, "msg_per_s": rates,
+            "conflicts_retried": conflicts}
+
+
+def create(spark: Any, root: str, reps: int) -> dict[str, Any]:
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    times: dict[str, list[float]] = {"raw_create_table": [], "create_queue": []}
+    jobs: dict[str, list[int]] = {"raw_create_table": [], "create_queue": []}
+    for i in range(reps):
+        for key, fn in (
+            ("raw_create_table", lambda i=i: spark.sql(
+                f"CREATE TABLE delta.`{root}/raw{i}` (partition_id INT, body STRING) "
+                "USING delta PARTITIONED BY (partition_id)")),
+            ("create_queue", lambda i=i: admin.create_queue(f"q{i}", enable_partitioning=True)),
+        ):
+            _, seconds, n = measured(spark, fn)
+            times[key].append(seconds)
+            jobs[key].append(n)
+    p50 = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    return {"part": "create", "reps": reps, "p50_s": p50,
+            "jobs": {k: int(statistics.median(v)) for k, v in jobs.items()},
+            "ratio": round(p50["create_queue"] / p50["raw_create_table"], 2)}
+
+
+def renewer(spark: Any, root: str, minutes: float) -> dict[str, Any]:
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    admin.create_queue("renew", enable_partitioning=True)  # 60 s lock
+    client = ServiceBusClient(root, spark=spark)
+    with client.get_queue_sender("renew") as sender:
+        sender.send_messages([ServiceBusMessage(BODY) for _ in range(100)])
+    failures: list[Any] = []
+    with client.get_queue_receiver("renew", max_wait_time=30) as receiver:
+        got: list[Any] = []
+        while len(got) < 100 and (more := receiver.receive_messages(100 - len(got))):
+            got += more
+        renew = AutoLockRenewer(max_lock_renewal_duration=minutes * 60 + 600)
+        for message in got:
+            renew.register(receiver, message,
+                           on_lock_renew_failure=lambda _r, _e: failures.append(1))
+        time.sleep(minutes * 60)
+        lost = 0
+        for message in got:
+            try:
+                receiver.complete_message(message)
+            except MessageLockLostError:
+                lost += 1
+        renew.close()
+    return {"part": "renewer", "messages": len(got), "minutes": minutes, "lock_lost": lost,
+            "renew_failures": len(failures)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parts", default="single,sdk50,loop,create")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--loop-messages", type=int, default=60)
+    parser.add_argument("--renew-minutes", type=float, default=5.0)
+    parser.add_argument("--drain", type=int, default=1_000_000)
+    parser.add_argument("--forward", type=int, default=100_000)
+    args = parser.parse_args()
+
+    def drain(spark: Any, root: str) -> dict[str, Any]:
+        from engine_scale import bulk
+
+        return {**bulk(spark, root, 1, args.drain), "part": "drain"}
+
+    def forward(spark: Any, root: str) -> dict[str, Any]:
+        from jobs import forward as forward_part
+
+        return {**forward_part(spark, root, args.forward, 1), "part": "forward"}
+
+    def pool(spark: Any, root: str) -> dict[str, Any]:
+        from sessions import pool as pool_part
+
+        return {**pool_part(spark, root, 1), "part": "pool"}
+
+    run_parts("sbqueue-bench-commit-cost", args.parts, {
+        "single": lambda spark, root: single(spark, root, args.reps),
+        "sdk50": lambda spark, root: sdk50(spark, root, args.reps),
+        "loop": lambda spark, root: loop(spark, root, args.loop_messages),
+        "create": lambda spark, root: create(spark, root, args.reps),
+        "renewer": lambda spark, root: renewer(spark, root, args.renew_minutes),
+        "drain": drain, "forward": forward, "pool": pool,
+    })
+
+
+if __name__ == "__main__":
+    main()
