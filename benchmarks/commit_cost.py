@@ -49,6 +49,21 @@ def _raw(spark: Any, root: str) -> tuple[str, Any]:
     return path, lambda: row.write.format("delta").mode("append").save(path)
 
 
+def _interleaved(spark: Any, rounds: list[tuple[tuple[str, Any], ...]]
+                 ) -> tuple[dict[str, float], dict[str, int]]:
+    """Run each round's (key, operation) steps in order; the p50 seconds and Spark jobs of
+    every key over all rounds."""
+    times: dict[str, list[float]] = {}
+    jobs: dict[str, list[int]] = {}
+    for steps in rounds:
+        for key, fn in steps:
+            _, seconds, n = measured(spark, fn)
+            times.setdefault(key, []).append(seconds)
+            jobs.setdefault(key, []).append(n)
+    return ({k: round(statistics.median(v), 3) for k, v in times.items()},
+            {k: int(statistics.median(v)) for k, v in jobs.items()})
+
+
 def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     admin = ServiceBusAdministrationClient(root, spark=spark)
     admin.create_queue("single", enable_partitioning=True, lock_duration="PT5M")
@@ -57,13 +72,12 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     receiver = client.get_queue_receiver("single", max_wait_time=30)
     _, raw_append = _raw(spark, root)
     keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel")
-    times: dict[str, list[float]] = {k: [] for k in keys}
-    jobs: dict[str, list[int]] = {k: [] for k in keys}
     later = datetime.now(timezone.utc) + timedelta(hours=1)
-    for _ in range(reps):
+
+    def round_() -> tuple[tuple[str, Any], ...]:
         got: list[Any] = []
         seqs: list[int] = []
-        steps = (
+        return (
             ("raw_append", raw_append),
             ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
             ("raw_append", raw_append),
@@ -76,18 +90,14 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
             ("raw_append", raw_append),
             ("cancel", lambda seqs=seqs: sender.cancel_scheduled_messages(seqs[0])),
         )
-        for key, fn in steps:
-            _, seconds, n = measured(spark, fn)
-            times[key].append(seconds)
-            jobs[key].append(n)
-    p50 = {k: round(statistics.median(v), 3) for k, v in times.items()}
-    return {"part": "single", "reps": reps, "p50_s": p50,
-            "jobs": {k: int(statistics.median(v)) for k, v in jobs.items()},
+
+    p50, jobs = _interleaved(spark, [round_() for _ in range(reps)])
+    return {"part": "single", "reps": reps, "p50_s": p50, "jobs": jobs,
             "ratio_to_raw_append": {k: round(p50[k] / p50["raw_append"], 2)
                                     for k in keys[1:]}}
 
 
-def sdk50(spark: Any, root: str, reps: int) -> dict[str, Any]:
+def sdk50(spark: Any, root: str) -> dict[str, Any]:
     """receive_messages(50) on a 60 s lock, then complete_message on each in turn."""
     admin = ServiceBusAdministrationClient(root, spark=spark)
     admin.create_queue("sdk", enable_partitioning=True)  # default lock: 60 s
@@ -154,21 +164,14 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
 
 def create(spark: Any, root: str, reps: int) -> dict[str, Any]:
     admin = ServiceBusAdministrationClient(root, spark=spark)
-    times: dict[str, list[float]] = {"raw_create_table": [], "create_queue": []}
-    jobs: dict[str, list[int]] = {"raw_create_table": [], "create_queue": []}
-    for i in range(reps):
-        for key, fn in (
-            ("raw_create_table", lambda i=i: spark.sql(
-                f"CREATE TABLE delta.`{root}/raw{i}` (partition_id INT, body STRING) "
-                "USING delta PARTITIONED BY (partition_id)")),
-            ("create_queue", lambda i=i: admin.create_queue(f"q{i}", enable_partitioning=True)),
-        ):
-            _, seconds, n = measured(spark, fn)
-            times[key].append(seconds)
-            jobs[key].append(n)
-    p50 = {k: round(statistics.median(v), 3) for k, v in times.items()}
-    return {"part": "create", "reps": reps, "p50_s": p50,
-            "jobs": {k: int(statistics.median(v)) for k, v in jobs.items()},
+    rounds = [(
+        ("raw_create_table", lambda i=i: spark.sql(
+            f"CREATE TABLE delta.`{root}/raw{i}` (partition_id INT, body STRING) "
+            "USING delta PARTITIONED BY (partition_id)")),
+        ("create_queue", lambda i=i: admin.create_queue(f"q{i}", enable_partitioning=True)),
+    ) for i in range(reps)]
+    p50, jobs = _interleaved(spark, rounds)
+    return {"part": "create", "reps": reps, "p50_s": p50, "jobs": jobs,
             "ratio": round(p50["create_queue"] / p50["raw_create_table"], 2)}
 
 
@@ -226,7 +229,7 @@ def main() -> None:
 
     run_parts("sbqueue-bench-commit-cost", args.parts, {
         "single": lambda spark, root: single(spark, root, args.reps),
-        "sdk50": lambda spark, root: sdk50(spark, root, args.reps),
+        "sdk50": sdk50,
         "loop": lambda spark, root: loop(spark, root, args.loop_messages),
         "create": lambda spark, root: create(spark, root, args.reps),
         "renewer": lambda spark, root: renewer(spark, root, args.renew_minutes),
