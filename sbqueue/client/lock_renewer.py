@@ -5,8 +5,13 @@ As in azure-servicebus: ``register(receiver, message_or_session,
 max_lock_renewal_duration=...)``; a background thread renews each lock shortly before it
 expires, until the message is settled (the session released), the renewal duration is
 over, or a renewal fails (then ``on_lock_renew_failure`` is called with the message or
-session and the error). A renewal is a Delta commit, so it starts well
-before the lock's end: when less than ``RENEW_AHEAD`` (or half the lock) is left.
+session and the error).
+
+A renewal is a Delta commit of seconds, so the renewer gathers: when one message lock of
+a receiver is due, every registered lock of that receiver due within the next round is
+renewed with it, in one commit (issue 18). A lock is due when less than ``RENEW_AHEAD``
+(at most half the lock) is left, or three times the longest of the last renewal commits
+this renewer measured, whichever is more.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class AutoLockRenewer:
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._commit_seconds: list[float] = []  # the last renewal commits' durations
 
     def register(self, receiver: ServiceBusReceiver, renewable: Renewable,
                  max_lock_renewal_duration: float | None = None,
@@ -96,25 +102,55 @@ class AutoLockRenewer:
                                                 daemon=True)
                 self._thread.start()
 
-    def _due(self, entry: _Entry) -> bool:
-        left = (entry.locked_until or datetime.min.replace(tzinfo=timezone.utc)
+    def _left(self, entry: _Entry) -> timedelta:
+        return (entry.locked_until or datetime.min.replace(tzinfo=timezone.utc)
                 ) - datetime.now(timezone.utc)
-        return left <= entry.ahead
+
+    def _ahead(self, entry: _Entry) -> timedelta:
+        """How long before its end a lock is renewed: the commit time measured counts."""
+        measured = max(self._commit_seconds, default=0.0)
+        return max(entry.ahead, timedelta(seconds=3 * measured + _TICK))
 
     def _run(self) -> None:
         while not self._stop.wait(_TICK):
             with self._guard:
                 entries = list(self._entries)
+            live = []
             for entry in entries:
                 if entry.done or time.monotonic() >= entry.until:
                     self._drop(entry)
-                elif self._due(entry):
-                    try:
-                        entry.renew()
-                    except Exception as exc:  # reported to the caller's callback
-                        self._drop(entry)
-                        if entry.on_failure is not None and not entry.done:
-                            entry.on_failure(entry.target, exc)
+                else:
+                    live.append(entry)
+            due = [e for e in live if self._left(e) <= self._ahead(e)]
+            for receiver in {id(e.receiver): e.receiver for e in due}.values():
+                # with the due ones, all of this receiver's locks due within two rounds
+                batch = [e for e in live if e.receiver is receiver
+                         and self._left(e) <= 2 * self._ahead(e)]
+                self._renew(batch)
+
+    def _renew(self, batch: list[_Entry]) -> None:
+        """Renew the sessions one by one, the messages of one receiver in one commit."""
+        messages = [e for e in batch if not isinstance(e.target, ServiceBusSession)]
+        for entry in batch:
+            if isinstance(entry.target, ServiceBusSession):
+                self._timed([entry], entry.renew)
+        if messages:
+            self._timed(messages, lambda: _renew_messages(messages))
+
+    def _timed(self, batch: list[_Entry], renew: Callable[[], dict[int, Exception] | None]
+               ) -> None:
+        """Run one renewal commit, remember how long it took, report what failed."""
+        started = time.monotonic()
+        try:
+            failed = renew() or {}
+        except Exception as exc:  # reported to each caller's callback
+            failed = {id(e): exc for e in batch}
+        self._commit_seconds = [*self._commit_seconds[-4:], time.monotonic() - started]
+        for entry in batch:
+            if id(entry) in failed:
+                self._drop(entry)
+                if entry.on_failure is not None and not entry.done:
+                    entry.on_failure(entry.target, failed[id(entry)])
 
     def _drop(self, entry: _Entry) -> None:
         with self._guard:
@@ -134,3 +170,12 @@ class AutoLockRenewer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _renew_messages(entries: list[_Entry]) -> dict[int, Exception]:
+    """Renew these message locks of one receiver in one commit; why each one that failed
+    did, by ``id`` of its entry."""
+    targets = {id(e.target): e for e in entries}
+    outcome = entries[0].receiver.renew_message_locks(
+        [e.target for e in entries if isinstance(e.target, ServiceBusReceivedMessage)])
+    return {id(targets[key]): error for key, error in outcome.items()}

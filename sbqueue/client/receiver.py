@@ -23,7 +23,11 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from sbqueue.client.convert import to_received
-from sbqueue.client.enums import NEXT_AVAILABLE_SESSION, ServiceBusReceiveMode
+from sbqueue.client.enums import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusMessageState,
+    ServiceBusReceiveMode,
+)
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.sizes import check_dead_letter_text
@@ -207,8 +211,10 @@ class ServiceBusReceiver:
             raise TypeError("session messages cannot be renewed one by one: renew the "
                             "session lock (receiver.session.renew_lock(), S10.3)")
         token = self.check_settleable(message, kind)
-        result = self._entity.settle([(message.sequence_number, token)], kind,
-                                     reason, description)
+        result = self._entity.settle(
+            [(message.sequence_number, token)], kind, reason, description,
+            held_until=message.locked_until_utc,
+            deferred=message.state == ServiceBusMessageState.DEFERRED)
         if result.lock_lost and self._session is not None:
             raise SessionLockLostError(
                 f"the lock on session {self._session.session_id!r} is no longer held (S10.3)")
@@ -250,6 +256,34 @@ class ServiceBusReceiver:
         until = self._settle(message, "renew")
         assert until is not None
         return until
+
+    def renew_message_locks(self, messages: Sequence[ServiceBusReceivedMessage]
+                            ) -> dict[int, Exception]:
+        """Renew several message locks in one commit (``AutoLockRenewer`` gathers its due
+        locks so, issue 18); the renewed ones get their new ``locked_until_utc``. Returns,
+        by ``id`` of each message that was not renewed, why (S6.5, S6.6)."""
+        failed: dict[int, Exception] = {}
+        held: list[tuple[ServiceBusReceivedMessage, str]] = []
+        for message in messages:
+            try:
+                if self._session_id is not None:
+                    raise TypeError("session messages are renewed with their session (S10.3)")
+                held.append((message, self.check_settleable(message, "renew")))
+            except Exception as exc:  # reported per message, as one renewal would raise
+                failed[id(message)] = exc
+        if not held:
+            return failed
+        result = self._entity.settle([(m.sequence_number, t) for m, t in held], "renew")
+        for message, _ in held:
+            if message.sequence_number in result.lock_lost:
+                failed[id(message)] = MessageLockLostError(
+                    f"the lock on message {message.sequence_number} is no longer valid (S6.6)")
+            elif message.sequence_number in result.already_settled:
+                failed[id(message)] = MessageAlreadySettled(
+                    f"message {message.sequence_number} was settled already (S6.6)")
+            else:
+                message.locked_until_utc = result.locked_until
+        return failed
 
     def receive_deferred_messages(self, sequence_numbers: int | Sequence[int], **_: Any
                                   ) -> list[ServiceBusReceivedMessage]:

@@ -25,12 +25,14 @@ from sbqueue.core.expr import Expr, col, lit, when
 
 __all__ = [
     "LANES",
+    "RECORD_AT",
     "Lane",
     "Outcome",
     "ReceiveContext",
     "SettleContext",
     "cancel_outcome",
     "cancel_valid",
+    "completed_by_record",
     "deferred_outcome",
     "deferred_valid",
     "deliverable",
@@ -57,6 +59,7 @@ ACTIVE, DEFERRED, SCHEDULED = "Active", "Deferred", "Scheduled"
 MAX_DELIVERY_REASON = "MaxDeliveryCountExceeded"
 TTL_REASON = "TTLExpiredException"
 SESSIONLESS_REASON = "Session ID is null"
+RECORD_AT = "_record_at"  # when a valid-token completion record of the row was written
 
 Outcome = dict[str, Expr]
 """Column name -> its new value; ``_op`` says whether the row is written."""
@@ -109,11 +112,19 @@ def _due(now: datetime) -> Expr:
         col("scheduled_enqueue_time_utc") <= now)
 
 
+def completed_by_record() -> Expr:
+    """A completion record (decision 011: a blind append naming the message and its lock
+    token) completes its message when it was written while that lock held: ``settle_valid``
+    at the record's time. The engine finds the record by the row's own lock token and puts
+    when it was written in ``_record_at`` (NULL: no record)."""
+    return col(RECORD_AT).is_not_null() & (col("locked_until_utc") > col(RECORD_AT))
+
+
 def deliverable(ctx: ReceiveContext) -> Expr:
     """A candidate a receive may hand out (S5.6): not deferred, not locked, due, not
-    expired, below the max delivery count."""
+    expired, below the max delivery count, not completed by a record."""
     return ((col("state") != DEFERRED) & _lock_free(ctx.now) & _due(ctx.now)
-            & ~_expired(ctx) & ~_exhausted(ctx))
+            & ~_expired(ctx) & ~_exhausted(ctx) & ~completed_by_record())
 
 
 def _retired(ctx: ReceiveContext) -> Expr:
@@ -133,9 +144,11 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
     # the cursor passes it (a session queue refuses such a send).
     sessionless = (~picked & ~void & passed_inbox & col("session_id").is_null()
                    if ctx.requires_session else lit(False))
-    retired = ~picked & ~void & ~sessionless & _retired(ctx)
+    # A message completed by a record leaves whatever else would happen to it (S6.1).
+    recorded = completed_by_record()
+    retired = ~picked & ~void & ~sessionless & ~recorded & _retired(ctx)
     to_dlq = (retired & (_exhausted(ctx) | lit(ctx.dead_letter_on_expiry))) | sessionless
-    waiting = ~picked & ~retired & ~void & ~sessionless & passed_inbox  # passed, kept
+    waiting = ~picked & ~retired & ~void & ~sessionless & ~recorded & passed_inbox
     future = ~_due(ctx.now)
     delivered = col("delivery_count") + 1
     bumped = col("row_version") + 1
@@ -144,7 +157,8 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
     token: Expr = col("_new_token")
     if ctx.transfer_token is not None:
         claimed_lane, token = Lane.TRANSFER, lit(ctx.transfer_token)
-    op = (when(lock, "upsert")
+    op = (when(recorded, "delete")
+          .when(lock, "upsert")
           .when(picked & from_ledger, "delete")
           .when(to_dlq, "upsert")
           .when(retired & from_ledger, "delete")

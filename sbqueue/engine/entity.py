@@ -58,7 +58,13 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.engine.sessions import Sessions, SessionStateResult
-from sbqueue.engine.settle import Applied, SettleResult, apply_by_sequence, settle_once
+from sbqueue.engine.settle import (
+    Applied,
+    SettleResult,
+    apply_by_sequence,
+    complete_by_record,
+    settle_once,
+)
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageNotFoundError,
@@ -379,12 +385,15 @@ class Entity:
 
     # -- settle ----------------------------------------------------------------------------
     def settle(self, locks: list[tuple[int, str]], kind: str, reason: str | None = None,
-               description: str | None = None) -> SettleResult:
+               description: str | None = None, *, held_until: datetime | None = None,
+               deferred: bool = False) -> SettleResult:
         """Settle (sequence number, lock token) pairs in one commit over their partitions.
 
         Pairs whose lock expired or whose token is not the current one are reported in
         ``lock_lost``, those no longer in the entity in ``already_settled``; neither is
-        changed (S6.6).
+        changed (S6.6). ``held_until``: when the holder of one lock was told it ends (a
+        complete is then a completion record, decision 011); ``deferred``: that message was
+        received by sequence number from deferral.
         """
         if kind not in SETTLE_KINDS:
             raise InvalidOperationError(f"unknown settlement {kind!r}")
@@ -398,6 +407,12 @@ class Entity:
         lanes = (Lane.MAIN, Lane.DEFERRED) if self.lane == Lane.MAIN else (self.lane,)
         partitions = sorted({seq >> COUNTER_BITS for seq, _ in locks})
         self.require_available(partitions, kind)
+        if kind == "complete" and len(locks) == 1 and held_until is not None \
+                and not deferred and not self.props.requires_session:
+            done = complete_by_record(self.spark, self.ledger_path, locks[0], self.lane,
+                                      held_until)
+            if done is not None:
+                return done
 
         def attempt() -> SettleResult:
             now = utcnow()

@@ -17,11 +17,12 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import COUNTER_BITS
-from sbqueue.core.transitions import SESSIONLESS_REASON
+from sbqueue.core.transitions import RECORD_AT, SESSIONLESS_REASON, completed_by_record
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.schema import (
     COPY_BITS,
     MESSAGE_FIELDS,
+    RECORD,
     TRANSACTION_SEND_PREFIX,
     dead_letter_mark,
     owned_rows_sql,
@@ -94,6 +95,10 @@ cursors AS (
   FROM delta.`{ledger}` WHERE row_type = 'p'
 ),
 committed AS (SELECT send_id FROM delta.`{ledger}` WHERE row_type = 't'),
+records AS (  -- completion records (decision 011): a valid one completed its message
+  SELECT partition_id, lane, sequence_number, lock_token, enqueued_time_utc AS {RECORD_AT}
+  FROM delta.`{ledger}` WHERE row_type = '{RECORD}'
+),
 numbered AS (
   SELECT i.*, shiftleft(CAST(i.partition_id AS BIGINT), {COUNTER_BITS}) + c.last_counter
          + row_number() OVER (PARTITION BY i.partition_id ORDER BY i._v, i.batch_index)
@@ -124,6 +129,9 @@ SELECT m.sequence_number, m.partition_id, {inbox_fields}, m.state,
 FROM delta.`{ledger}` m
 JOIN inbox i ON m.partition_id = i.partition_id AND m.segment = i.segment
              AND m.send_id = i.send_id AND m.batch_index = i.batch_index
+LEFT ANTI JOIN records r ON m.partition_id = r.partition_id AND m.lane = r.lane
+             AND m.sequence_number = r.sequence_number AND m.lock_token = r.lock_token
+             AND {to_sql(completed_by_record())}
 WHERE m.row_type = 'm'
 ){waiting}
 """

@@ -28,14 +28,25 @@ from pyspark.sql import functions as F
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.maintenance import PAST_COMMIT
 from sbqueue.core.sequence import COUNTER_BITS
-from sbqueue.core.transitions import Lane, ReceiveContext, deliverable, receive_outcome
+from sbqueue.core.transitions import (
+    RECORD_AT,
+    Lane,
+    ReceiveContext,
+    deliverable,
+    receive_outcome,
+)
 from sbqueue.engine.columns import project, to_column
+from sbqueue.engine.records import Record, old_record_deletes, record_at, record_rows
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
+    LEDGER_KEYS,
+    LEDGER_MATCH,
     LEDGER_TYPES,
     LOCATOR,
     MESSAGE_FIELDS,
+    RECORD,
     TRANSACTION_SEND_PREFIX,
+    change_frame,
     copy_of,
     owned_rows,
 )
@@ -173,7 +184,7 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
         *[typed[c].alias(c) for c in _CANDIDATE_COLUMNS], F.lit("inbox").alias("origin"),
         F.col("_commit_version"), F.col("batch_index").alias("_index"),
         counter.alias("_counter"), _cursor_values(cursors, "p_version").alias("_p_version"),
-        "_pending", "_void")
+        "_pending", "_void", F.lit(None).cast("timestamp").alias(RECORD_AT))
 
 
 def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame, a: Attempt,
@@ -296,39 +307,45 @@ def _idle_cursors(spark: SparkSession, decided: DataFrame, cursors: list[Cursor]
 
 
 def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
-                 ) -> tuple[DataFrame, list[Cursor], frozenset[str]]:
-    """(the candidate ledger rows, checkpointed; the cursors; the send ids of committed
-    transactions). One scan of the ledger, narrow columns only."""
+                 ) -> tuple[DataFrame, list[Cursor], frozenset[str], list[Record]]:
+    """(the candidate ledger rows, checkpointed, each with the time of its completion
+    record if any; the cursors; the send ids of committed transactions; the completion
+    records of ``lane``). One scan of the ledger, narrow columns only."""
     ledger = spark.read.format("delta").load(ledger_path).where(
         F.col("partition_id").isin(a.partitions))
     heads = F.col("row_type").isin("p", "t") & (F.col("lane") == Lane.MAIN)  # cursors, commits
-    slice_ = ledger.where(heads | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
+    records = (F.col("row_type") == RECORD) & (F.col("lane") == lane)
+    slice_ = ledger.where(heads | records | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
     slice_ = slice_.select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version", "cursor_index",
                            "last_counter").localCheckpoint()
     rows = slice_.where(F.col("row_type") != "m").select(
         "row_type", "partition_id", "cursor_version", "cursor_index", "last_counter",
-        "row_version", "send_id").collect()
+        "row_version", "send_id", "sequence_number", "lock_token", "enqueued_time_utc"
+    ).collect()
     cursors = [Cursor(*(int(v) for v in r[1:6])) for r in rows if r[0] == "p"]
     committed = frozenset(str(r[6]) for r in rows if r[0] == "t")
+    found = record_rows(rows)
     candidates = slice_.where(F.col("row_type") == "m").select(
         *_CANDIDATE_COLUMNS, F.lit("ledger").alias("origin"),
         *[F.lit(None).cast("long").alias(c)
           for c in ("_commit_version", "_index", "_counter", "_p_version")],
-        F.lit(False).alias("_pending"), F.lit(False).alias("_void"))
-    return candidates, cursors, committed
+        F.lit(False).alias("_pending"), F.lit(False).alias("_void"),
+        record_at(found).alias(RECORD_AT))
+    return candidates, cursors, committed, found
 
 
 def _candidates(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-                lane: str) -> tuple[DataFrame, list[Cursor], int]:
+                lane: str) -> tuple[DataFrame, list[Cursor], int, list[Record]]:
     """(every row a receive of ``lane`` considers: its ledger rows and, in the main queue,
-    the inbox rows after each cursor; the cursors; the last inbox commit read)."""
-    candidates, cursors, committed = _read_ledger(spark, ledger_path, a, lane)
+    the inbox rows after each cursor; the cursors; the last inbox commit read; the
+    completion records read)."""
+    candidates, cursors, committed, found = _read_ledger(spark, ledger_path, a, lane)
     start = min((c.version for c in cursors), default=0)
     end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
     if lane == Lane.MAIN:
         candidates = candidates.unionByName(
             _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
-    return candidates, cursors, end
+    return candidates, cursors, end, found
 
 
 def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt
@@ -336,7 +353,7 @@ def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a:
     """The messages a receive of the main queue could hand out now, at the head of each
     partition (``a.lookahead`` inbox rows after each cursor): narrow columns, no commit.
     Sessions with available messages are found here (S10.2)."""
-    heads, _, _ = _candidates(spark, ledger_path, inbox_path, a, Lane.MAIN)
+    heads, _, _, _ = _candidates(spark, ledger_path, inbox_path, a, Lane.MAIN)
     ok = to_column(deliverable(a.ctx)) & ~F.col("_pending") & ~F.col("_void")
     return heads.where(F.coalesce(ok, F.lit(False)))
 
@@ -345,7 +362,7 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
              lane: str) -> DataFrame:
     """The change rows of one attempt; the decision is checkpointed once, so lock tokens
     are drawn once and every later use reads the same rows."""
-    candidates, cursors, end = _candidates(spark, ledger_path, inbox_path, a, lane)
+    candidates, cursors, end, found = _candidates(spark, ledger_path, inbox_path, a, lane)
     decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
     decided = decided.withColumns({"_old_lane": F.col("lane"),
                                    "_read_version": F.col("row_version")}).localCheckpoint()
@@ -356,6 +373,10 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
         *[F.lit(None).cast(LEDGER_TYPES[c]).alias(c) for c in _P_ROW_COLUMNS],
         F.when(F.col("origin") == "ledger", F.col("_read_version")).alias(EXPECT_COLUMN),
         OP_COLUMN, "_old_lane", "_handed", "_left")
+    old = old_record_deletes(found, lane, a.ctx.now)
+    if old:  # folded, or never valid: nobody reads them back any more
+        messages = messages.unionByName(change_frame(spark, old).withColumns(
+            {"_old_lane": F.col("lane"), "_handed": F.lit(False)}), allowMissingColumns=True)
     if lane == Lane.MAIN:
         messages = messages.unionByName(_cursor_changes(decided), allowMissingColumns=True)
         if end < a.latest_version or a.advance_idle:
@@ -405,11 +426,10 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
     if any(int(r["writes"]) for r in summary):
         written = [(int(r["partition_id"]), str(r["_old_lane"]), int(r["low"]), int(r["high"]))
                    for r in summary if r["_old_lane"] is not None and int(r["writes"])]
-        guarded_merge(spark, ledger_path, merge_scope(written),
-                      ["partition_id", "sequence_number"],
+        guarded_merge(spark, ledger_path, merge_scope(written), LEDGER_KEYS,
                       changes.where(F.col(OP_COLUMN).isNotNull()).select(
                           *LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN),
-                      LEDGER_COLUMNS)
+                      LEDGER_COLUMNS, LEDGER_MATCH)
         committed = True
         # The lock's clock starts when the commit succeeded (S5.2): the caller is told
         # commit end + duration; the stored time, stamped before, is later still unless

@@ -11,13 +11,17 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
         (segment, send_id, batch_index). Why: docs/decisions/004-cursor-layout.md.
         Also one ``s`` row per session (lane ``session``: its lock and state, decision 007)
         and one ``t`` row per committed transaction (lane ``main``: its commit marker,
-        decision 008). Every row is keyed by (partition_id, sequence_number): s and t rows
-        take negative numbers drawn from a 62-bit hash of their session or send id.
+        decision 008), and ``c`` rows: completion records, appended by completes and folded
+        by receives (``engine.records``, decision 011). Every row is keyed by (partition_id,
+        sequence_number, row_type) (a record also by its lock token): s and t rows take
+        negative numbers drawn from a 62-bit hash of their session or send id.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -32,19 +36,25 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
+
 __all__ = [
     "COPY_BITS",
     "INBOX_PROPERTIES",
     "INBOX_SCHEMA",
     "LEDGER_COLUMNS",
+    "LEDGER_KEYS",
+    "LEDGER_MATCH",
     "LEDGER_PROPERTIES",
     "LEDGER_SCHEMA",
     "LEDGER_TYPES",
     "LOCATOR",
     "MESSAGE_FIELDS",
+    "RECORD",
     "SEGMENT_SECONDS",
     "STATE_FIELDS",
     "TRANSACTION_SEND_PREFIX",
+    "change_frame",
     "copy_of",
     "dead_letter_mark",
     "owned_rows",
@@ -131,6 +141,11 @@ LEDGER_SCHEMA = StructType(
     ]
 )
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]
+RECORD = "c"  # the row type of a completion record (engine.records)
+# A ledger row's identity in a MERGE: m, p, s and t rows by (partition, sequence number,
+# type); a completion record also by its lock token (one per holder of a message).
+LEDGER_KEYS = ["partition_id", "sequence_number", "row_type"]
+LEDGER_MATCH = f"(t.row_type <> '{RECORD}' OR t.lock_token <=> s.lock_token)"
 LEDGER_TYPES: dict[str, DataType] = {f.name: f.dataType for f in LEDGER_SCHEMA.fields}
 
 INBOX_PROPERTIES = {
@@ -184,3 +199,12 @@ def copy_of(target: str | None) -> Column:
     if target is None:
         return F.lit(0).cast("long")
     return F.col("batch_index").bitwiseAND((1 << COPY_BITS) - 1)
+
+
+def change_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
+    """Full ledger rows built on the driver, each with EXPECT_COLUMN and OP_COLUMN, as the
+    source of a guarded MERGE (``store.delta.guarded_merge``). No Spark job."""
+    schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
+                         StructField(OP_COLUMN, StringType())])
+    return spark.createDataFrame([tuple(r.get(c) for c in schema.fieldNames()) for r in rows],
+                                 schema)

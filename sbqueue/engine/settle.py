@@ -1,5 +1,7 @@
-"""Settling locked messages: find the rows by (partition, sequence number), check each lock,
-apply ``core.transitions.settle_outcome`` as one projection, commit one guarded MERGE.
+"""Settling locked messages. A client's complete: one completion record (a blind append,
+``engine.records``); one other settlement: one keyed DELETE or UPDATE whose condition is
+the rule; many: find the rows by (partition, sequence number), check each lock, apply
+``core.transitions.settle_outcome`` as one projection, commit one guarded MERGE.
 
 Rows are found through a literal scope (partition, lanes, sequence range), so Delta reads
 only the files that can hold them (partition pruning and min/max data skipping) and the
@@ -8,6 +10,7 @@ commit conflicts only with work on those partitions (S14.1).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,20 +18,34 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sbqueue.core.expr import Expr
 from sbqueue.core.sequence import COUNTER_BITS, partition_of
-from sbqueue.core.transitions import Outcome, SettleContext, settle_outcome, settle_valid
+from sbqueue.core.transitions import (
+    RECORD_AT,
+    Outcome,
+    SettleContext,
+    completed_by_record,
+    settle_outcome,
+    settle_valid,
+)
 from sbqueue.engine.columns import project, to_column, to_sql
-from sbqueue.engine.receive import merge_scope
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, LEDGER_TYPES, LOCATOR
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge
+from sbqueue.engine.receive import as_aware, merge_scope, utcnow
+from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET, append_record
+from sbqueue.engine.schema import (
+    LEDGER_COLUMNS,
+    LEDGER_KEYS,
+    LEDGER_MATCH,
+    LEDGER_TYPES,
+    LOCATOR,
+    change_frame,
+)
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, commit_version, guarded_merge
 
 PAIRS = "sequence_number long, _token string"
 
-__all__ = ["Applied", "SettleResult", "apply_by_sequence", "merge_rows", "settle_keyed",
-           "settle_once"]
+__all__ = ["Applied", "SettleResult", "apply_by_sequence", "complete_by_record", "merge_rows",
+           "settle_keyed", "settle_once"]
 
 
 @dataclass
@@ -88,8 +105,9 @@ def apply_by_sequence(spark: SparkSession, ledger_path: str,
     if good and (not require_all or len(good) == len(set(seqs))):
         changes = project(checked.where("_valid").withColumn(EXPECT_COLUMN, F.col("row_version")),
                           outcome, LEDGER_TYPES)
-        guarded_merge(spark, ledger_path, scope, ["partition_id", "sequence_number"],
-                      changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN), LEDGER_COLUMNS)
+        guarded_merge(spark, ledger_path, scope, LEDGER_KEYS,
+                      changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN), LEDGER_COLUMNS,
+                      LEDGER_MATCH)
     return Applied(
         valid=good, invalid=sorted(int(r[0]) for r in verdicts if not r[1]),
         missing=sorted(set(seqs) - {int(r[0]) for r in verdicts}), changes=changes,
@@ -144,17 +162,43 @@ def settle_keyed(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
         already_settled=[seq])
 
 
+def complete_by_record(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
+                       lane: str, held_until: datetime) -> SettleResult | None:
+    """Complete one message with a completion record: one blind append (``engine.records``,
+    decision 011); None, committing nothing, when the lock ends too soon for it (then a
+    keyed DELETE decides). ``held_until``: when the caller was told its lock ends. If the
+    append returned ``CLOCK_MARGIN`` before that, no receive can have re-locked the message
+    before the record landed: it is valid, and nothing is read. If the append outlasted
+    that, the row as it was just before the record's commit says whether it counted."""
+    seq, token = lock
+    written_at = utcnow()
+    if written_at + RECORD_BUDGET >= held_until:
+        return None
+    tag = f"sbqueue-record-{uuid.uuid4().hex}"
+    append_record(spark, ledger_path, lane, seq, token, written_at, tag)
+    if utcnow() + CLOCK_MARGIN < held_until:
+        return SettleResult(settled=1)
+    before = commit_version(spark, ledger_path, tag) - 1
+    row = spark.read.format("delta").option("versionAsOf", before).load(ledger_path).where(
+        (F.col("partition_id") == partition_of(seq)) & (F.col("lane") == lane)
+        & (F.col("sequence_number") == seq) & (F.col("row_type") == "m")).select(
+        "lock_token", "locked_until_utc").first()
+    if row is None:
+        return SettleResult(already_settled=[seq])
+    as_read = {**as_aware(row), RECORD_AT: written_at}
+    if row["lock_token"] == token and completed_by_record().evaluate(as_read):
+        return SettleResult(settled=1)
+    return SettleResult(lock_lost=[seq])
+
+
 def merge_rows(spark: SparkSession, ledger_path: str, rows: list[dict[str, Any]],
                partitions: Iterable[int], lanes: Iterable[str]) -> None:
     """Commit full ledger rows built on the driver (each with EXPECT_COLUMN and OP_COLUMN)
     in one guarded MERGE scoped to these partitions and lanes: a session's lock or state, a
-    transaction. Rows are keyed by (partition_id, sequence_number) (schema.py)."""
-    schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
-                         StructField(OP_COLUMN, StringType())])
-    changes = spark.createDataFrame(
-        [tuple(r.get(c) for c in schema.fieldNames()) for r in rows], schema)
+    transaction. Rows are keyed by ``schema.LEDGER_KEYS``."""
+    changes = change_frame(spark, rows)
     parts = ", ".join(str(int(p)) for p in sorted(set(partitions)))
     scope = (f"t.partition_id IN ({parts}) AND t.lane IN "
              f"({', '.join(repr(str(x)) for x in sorted(set(lanes)))})")
-    guarded_merge(spark, ledger_path, scope, ["partition_id", "sequence_number"], changes,
-                  LEDGER_COLUMNS)
+    guarded_merge(spark, ledger_path, scope, LEDGER_KEYS, changes, LEDGER_COLUMNS,
+                  LEDGER_MATCH)

@@ -40,6 +40,7 @@ __all__ = [
     "RETRYABLE",
     "StaleRead",
     "append",
+    "commit_version",
     "conflicts_retried",
     "create_table",
     "earliest_version",
@@ -113,9 +114,13 @@ def create_table(
             raise
 
 
-def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None) -> None:
-    """Blind append. With ``txn=(app_id, version)`` Delta skips it if already done."""
+def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,
+           tag: str | None = None) -> None:
+    """Blind append. With ``txn=(app_id, version)`` Delta skips it if already done; with
+    ``tag`` the commit carries it as its user metadata (``commit_version`` finds it)."""
     writer = df.write.format("delta").mode("append")
+    if tag is not None:
+        writer = writer.option("userMetadata", tag)
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
     writer.save(path)
@@ -135,6 +140,16 @@ def latest_version(spark: SparkSession, path: str) -> int:
         return max(versions)
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
     return int(row[0]) if row is not None else -1
+
+
+def commit_version(spark: SparkSession, path: str, tag: str, depth: int = 1000) -> int:
+    """The version of the commit that carries ``tag`` as its user metadata (``append``),
+    among the newest ``depth``; reads only the log."""
+    row = (DeltaTable.forPath(spark, path).history(depth)
+           .where(F.col("userMetadata") == tag).select("version").first())
+    if row is None:
+        raise LookupError(f"no commit tagged {tag!r} among the last {depth} of {path}")
+    return int(row[0])
 
 
 def earliest_version(spark: SparkSession, path: str) -> int:
@@ -180,20 +195,23 @@ def guarded_merge(
     keys: Sequence[str],
     changes: DataFrame,
     columns: Sequence[str],
+    match: str = "",
 ) -> dict[str, int]:
     """Apply ``changes`` in one commit, or raise StaleRead and commit nothing.
 
     ``scope`` is a SQL predicate on the target ``t`` made of literals only (partition
     values, and key ranges for data skipping): Delta prunes files with it and records it as
     what the commit read, so it conflicts only with concurrent work inside that scope
-    (DESIGN fact 2). ``keys`` identify a row.
+    (DESIGN fact 2). ``keys`` identify a row, with ``match`` (SQL on ``t`` and ``s``) where
+    equal keys are not enough.
 
     ``changes`` holds full rows (``columns``) plus OP_COLUMN and EXPECT_COLUMN. A row whose
     stored ``row_version`` differs from EXPECT_COLUMN (or exists when it was expected not
     to, or vanished when it was expected to exist) makes the MERGE fail before commit.
     """
     stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{keys[0]})) AS BIGINT)"
-    condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys]])
+    condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys],
+                              *([f"({match})"] if match else [])])
     values: dict[str, str | Column] = {c: f"s.`{c}`" for c in columns}
     merge = (
         DeltaTable.forPath(spark, path)

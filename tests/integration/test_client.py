@@ -195,6 +195,73 @@ def test_s5_2_s6_1_receive_50_then_complete_each_keeps_every_lock(admin, client)
         assert receiver.peek_messages(10) == []
 
 
+def _ledger_rows(receiver, row_type: str) -> list[int]:
+    entity = receiver._entity
+    return sorted(int(r[0]) for r in entity.spark.read.format("delta").load(entity.ledger_path)
+                  .where(f"row_type = '{row_type}'").select("sequence_number").collect())
+
+
+def test_s6_1_a_complete_is_a_record_every_reader_honours(admin, client, monkeypatch) -> None:
+    """Decision 011: a client's complete is one blind append of a completion record. From
+    the moment it returns the message is gone from peek, counts and the SQL view; after
+    its lock ran out no receive hands it out again; the next receive that commits deletes
+    its ledger row, and the record itself once it is older than RECORD_KEEP."""
+    from sbqueue.engine import records
+
+    q = _queue(admin, lock_duration="PT15S")
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage(str(i)) for i in range(3)])
+    with client.get_queue_receiver(q, max_wait_time=10) as receiver:
+        got = receiver.receive_messages(3)
+        assert [str(m) for m in got] == ["0", "1", "2"]
+        ledger_before = latest_version(receiver._entity.spark, receiver._entity.ledger_path)
+        receiver.complete_message(got[0])
+        done = got[0].sequence_number
+        assert _ledger_rows(receiver, "c") == [done]  # appended: no MERGE, no DELETE
+        assert done in _ledger_rows(receiver, "m")  # the row stays until a receive folds it
+        assert latest_version(receiver._entity.spark, receiver._entity.ledger_path) == (
+            ledger_before + 1)
+        assert [str(m) for m in receiver.peek_messages(5)] == ["1", "2"]
+        assert receiver._entity.counts()["active"] == 2
+        while datetime.now(timezone.utc) < max(m.locked_until_utc for m in got) + timedelta(
+                seconds=3):
+            time.sleep(0.5)  # every lock ran out; the record keeps the first one completed
+        monkeypatch.setattr(records, "RECORD_KEEP", timedelta(0))
+        again = receiver.receive_messages(3, max_wait_time=10)
+        assert sorted(str(m) for m in again) == ["1", "2"]
+        assert done not in _ledger_rows(receiver, "m") and _ledger_rows(receiver, "c") == []
+        for message in again:
+            receiver.complete_message(message)
+        assert receiver.peek_messages(5) == []
+
+
+def test_s6_6_a_record_written_after_another_receiver_took_the_message_counts_for_nothing(
+        admin, client, monkeypatch) -> None:
+    """A record names the lock token it was written under. One that lands after the message
+    was released and locked again (here: the writer's append 'outlasted' the clock margin,
+    so it reads the row as it was just before its own commit) reports the lock lost and
+    does not complete the message; the new holder's complete counts."""
+    from sbqueue.engine import settle
+
+    q = _queue(admin, lock_duration="PT1M")
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("m"))
+    with client.get_queue_receiver(q, max_wait_time=10) as first, \
+            client.get_queue_receiver(q, max_wait_time=10) as second:
+        [old] = first.receive_messages()
+        stale = (old.sequence_number, old.lock_token)
+        first.abandon_message(old)
+        [new] = second.receive_messages()
+        assert new.sequence_number == old.sequence_number and new.lock_token != old.lock_token
+        monkeypatch.setattr(settle, "CLOCK_MARGIN", timedelta(hours=1))  # always read back
+        entity = second._entity
+        result = entity.settle([stale], "complete", held_until=new.locked_until_utc)
+        assert (result.settled, result.lock_lost) == (0, [old.sequence_number])
+        assert [str(m) for m in second.peek_messages(5)] == ["m"]
+        second.complete_message(new)  # read back too: its token is the row's
+        assert second.peek_messages(5) == []
+
+
 def test_s5_1_receive_and_delete(admin, client) -> None:
     q = _queue(admin)
     with client.get_queue_sender(q) as sender:
@@ -320,21 +387,32 @@ def test_bad_input_is_refused_with_sbqueue_errors(admin, client) -> None:
         sender.send_messages(ServiceBusMessage("no session"))
 
 
-def test_s6_5_auto_lock_renewer_keeps_a_lock_alive(admin, client) -> None:
+def test_s6_5_auto_lock_renewer_keeps_locks_alive_in_one_commit_each_round(admin, client
+                                                                          ) -> None:
+    """Issue 18: the renewer renews every due lock of a receiver in one commit (one new
+    locked-until for all of them), early enough for the commit time it measured, so that
+    none is lost while the work takes longer than the lock."""
     from sbqueue import AutoLockRenewer
 
     q = _queue(admin, lock_duration="PT10S")
     with client.get_queue_sender(q) as sender:
-        sender.send_messages(ServiceBusMessage("long work"))
+        sender.send_messages([ServiceBusMessage(f"long work {i}") for i in range(6)])
     failures: list[object] = []
     with client.get_queue_receiver(q, max_wait_time=5) as receiver, AutoLockRenewer(
             on_lock_renew_failure=lambda m, e: failures.append(e)) as renewer:
-        [got] = receiver.receive_messages()
-        first = got.locked_until_utc
-        renewer.register(receiver, got, max_lock_renewal_duration=60)
-        time.sleep(15)  # longer than the lock
-        assert got.locked_until_utc > first and not failures
-        receiver.complete_message(got)
+        got = receiver.receive_messages(6)
+        while len(got) < 6 and (more := receiver.receive_messages(6 - len(got))):
+            got += more
+        first = max(m.locked_until_utc for m in got)
+        for message in got:
+            renewer.register(receiver, message, max_lock_renewal_duration=60)
+        time.sleep(25)  # longer than two locks
+        assert not failures
+        assert all(m.locked_until_utc > first for m in got)
+        assert len({m.locked_until_utc for m in got}) == 1  # renewed together
+        for message in got:
+            receiver.complete_message(message)
+        assert receiver.peek_messages(10) == []
 
 
 def test_s16_2_runtime_properties_after_client_traffic(admin, client) -> None:

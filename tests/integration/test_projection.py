@@ -36,6 +36,7 @@ SCHEMA = T.StructType([
     T.StructField("_picked", T.BooleanType()), T.StructField("_passed", T.BooleanType()),
     T.StructField("_void", T.BooleanType()),
     T.StructField("_new_token", T.StringType()), T.StructField("_token", T.StringType()),
+    T.StructField("_record_at", T.TimestampType()),
 ])
 
 
@@ -44,7 +45,8 @@ def _row(**kw: Any) -> dict[str, Any]:
             "lock_token": None, "locked_until_utc": None, "expires_at_utc": None,
             "scheduled_enqueue_time_utc": None, "row_version": 4, "dead_letter_reason": None,
             "dead_letter_error_description": None, "dead_letter_source": None,
-            "_picked": False, "_passed": False, "_void": False, "_new_token": "new", "_token": None}
+            "_picked": False, "_passed": False, "_void": False, "_new_token": "new", "_token": None,
+            "_record_at": None}
     return {**base, **kw}
 
 
@@ -57,6 +59,11 @@ ROWS = [
     _row(lock_token="t", locked_until_utc=NOW + timedelta(seconds=9), _token="t"),
     _row(lock_token="t", locked_until_utc=NOW + timedelta(seconds=9), _token="other"),
     _row(lock_token="t", locked_until_utc=None, _token=None, delivery_count=None),
+    # completion records (decision 011): written in time, too late, lock since expired
+    _row(lock_token="t", locked_until_utc=NOW + timedelta(seconds=9), _record_at=NOW),
+    _row(lock_token="t", locked_until_utc=NOW - timedelta(seconds=9), _record_at=NOW),
+    _row(lock_token="t", locked_until_utc=NOW - timedelta(seconds=1), delivery_count=3,
+         _record_at=NOW - timedelta(seconds=2)),
 ]
 
 

@@ -37,7 +37,7 @@ def row(**kw) -> dict:
             "lock_token": None, "locked_until_utc": None, "expires_at_utc": None,
             "scheduled_enqueue_time_utc": None, "row_version": 4, "dead_letter_reason": None,
             "dead_letter_error_description": None, "_picked": False, "_passed": False,
-            "_void": False, "_new_token": "new", "_token": None}
+            "_void": False, "_new_token": "new", "_token": None, "_record_at": None}
     return {**base, **kw}
 
 
@@ -241,3 +241,19 @@ def test_s10_1_a_copy_without_session_on_a_session_subscription_is_dead_lettered
     out = apply(receive_outcome(c), in_session)
     assert (out["_op"], out["lane"]) == ("upsert", Lane.MAIN)
     assert apply(receive_outcome(ctx()), sessionless)["lane"] == Lane.MAIN  # a queue: kept
+
+
+def test_s6_1_a_completion_record_written_while_the_lock_held_completes_its_message() -> None:
+    """Decision 011: a completion record names the row's lock token (``_record_at``: when it
+    was written). Written before the lock ended, it completes the message: a receive never
+    hands it out again, even after the lock ran out, nor dead-letters it at its last
+    delivery; it deletes the row. Written after the lock ended, it counts for nothing."""
+    expired = row(lock_token="t", locked_until_utc=NOW - timedelta(seconds=5),
+                  delivery_count=3)
+    in_time = {**expired, "_record_at": NOW - timedelta(seconds=6)}
+    assert not deliverable(ctx()).evaluate(in_time)
+    out = apply(receive_outcome(ctx(dead_letter_on_expiry=True)), in_time)
+    assert (out["_op"], out["_handed"], out["lane"]) == ("delete", False, Lane.MAIN)
+    late = {**expired, "delivery_count": 1, "_record_at": NOW - timedelta(seconds=4)}
+    assert deliverable(ctx()).evaluate(late)
+    assert apply(receive_outcome(ctx()), {**late, "_picked": True})["_op"] == "upsert"

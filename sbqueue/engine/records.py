@@ -1,0 +1,96 @@
+"""Completion records: a ``complete`` as a blind append to the ledger (decision 011).
+
+A record is a ledger row with ``row_type`` 'c' in its message's partition and lane, keyed
+by the message's sequence number and the lock token it was written under; its
+``enqueued_time_utc`` says when it was written. ``core.transitions.completed_by_record``
+is the rule: it completes its message if the row still has that token and the lock had
+not ended when the record was written (``settle_valid`` at the record's time).
+
+Why it is safe without a read: an append never conflicts, and a receive of the same
+partition and lane that read before the record landed conflicts with it at commit (the
+record's file is in what that receive read, DESIGN fact 2), retries and sees it. So a
+receive re-locks a message only if no valid record of it exists; the record order is the
+Delta log's. Receives, the SQL view and peek read records in the same scan as the rows;
+a receive that commits folds them: it deletes the messages they completed (the receive
+outcome) and the records older than ``RECORD_KEEP``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+
+from sbqueue.core.sequence import partition_of
+from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, RECORD
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, append
+
+__all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "append_record",
+           "old_record_deletes", "record_at", "record_rows"]
+
+# Records stay this long after they were written, folded or not: a writer reads its own
+# record back within this time when it has to (``settle.complete_by_record``).
+RECORD_KEEP = timedelta(seconds=60)
+# How far apart the clocks of two hosts may be (and a commit's last write may take): a
+# writer whose append returned this long before the lock ends knows its record is valid.
+CLOCK_MARGIN = timedelta(seconds=2)
+# A record is written only while the lock has at least this long left (an append takes
+# ~0.2 s here); closer to its end a keyed DELETE decides, as Delta orders it.
+RECORD_BUDGET = timedelta(seconds=3)
+
+Record = tuple[int, int, str, datetime]
+"""(partition, sequence number, lock token, written at) of a record as read."""
+
+
+def record_rows(rows: list[Any]) -> list[Record]:
+    """The records among collected ledger rows (``row_type``, ``partition_id``,
+    ``sequence_number``, ``lock_token``, ``enqueued_time_utc``); times as aware UTC (Spark
+    hands back naive local ones)."""
+    return [(int(r["partition_id"]), int(r["sequence_number"]), str(r["lock_token"]),
+             r["enqueued_time_utc"].astimezone(timezone.utc))
+            for r in rows if r["row_type"] == RECORD]
+
+
+def append_record(spark: SparkSession, ledger_path: str, lane: str, seq: int, token: str,
+                  written_at: datetime, tag: str) -> None:
+    """Append one record: one Delta commit that conflicts with nothing, found in the table's
+    history by ``tag``."""
+    row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+    row.update({"partition_id": partition_of(seq), "lane": lane, "sequence_number": seq,
+                "row_type": RECORD, "row_version": 0, "lock_token": token,
+                "enqueued_time_utc": written_at})
+    df = spark.createDataFrame([tuple(row[c] for c in LEDGER_COLUMNS)], LEDGER_SCHEMA)
+    append(df, ledger_path, tag=tag)
+
+
+def record_at(records: list[Record]) -> Column:
+    """``_record_at`` of ledger rows: when the record naming the row's partition, sequence
+    number and current lock token was written; NULL without one. A literal map: records
+    live a minute, so a receive sees few."""
+    if not records:
+        return F.lit(None).cast("timestamp")
+    pairs: list[Column] = []
+    for partition, seq, token, at in records:
+        pairs += [F.lit(f"{partition}:{seq}:{token}"), F.lit(at).cast("timestamp")]
+    key = F.concat_ws(":", F.col("partition_id").cast("string"),
+                      F.col("sequence_number").cast("string"), F.col("lock_token"))
+    return F.when(F.col("lock_token").isNotNull(),
+                  F.element_at(F.create_map(*pairs), key)).cast("timestamp")
+
+
+def old_record_deletes(records: list[Record], lane: str, now: datetime
+                       ) -> list[dict[str, Any]]:
+    """Delete rows (EXPECT_COLUMN, OP_COLUMN) of the records written before ``now -
+    RECORD_KEEP``: by then the message each completed is gone (folded) or the record counted
+    for nothing."""
+    out = []
+    for partition, seq, token, at in records:
+        if at < now - RECORD_KEEP:
+            row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+            row.update({"partition_id": partition, "lane": lane, "sequence_number": seq,
+                        "row_type": RECORD, "row_version": 0, "lock_token": token,
+                        EXPECT_COLUMN: 0, OP_COLUMN: "delete"})
+            out.append(row)
+    return out
