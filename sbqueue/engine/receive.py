@@ -50,7 +50,7 @@ from sbqueue.engine.schema import (
     copy_of,
     owned_rows,
 )
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, guarded_merge, read_appended
+from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN, guarded_merge, read_appended
 
 __all__ = [
     "OUTPUT_COLUMNS",
@@ -364,7 +364,7 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
     are drawn once and every later use reads the same rows."""
     candidates, cursors, end, found = _candidates(spark, ledger_path, inbox_path, a, lane)
     decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
-    decided = decided.withColumns({"_old_lane": F.col("lane"),
+    decided = decided.withColumns({"_old_lane": F.col("lane"), "_old_token": F.col("lock_token"),
                                    "_read_version": F.col("row_version")}).localCheckpoint()
     outcome = project(decided, receive_outcome(a.ctx), LEDGER_TYPES)
     # The guard expects the version as read; a row from the inbox must not exist yet.
@@ -373,6 +373,7 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
         *[F.lit(None).cast(LEDGER_TYPES[c]).alias(c) for c in _P_ROW_COLUMNS],
         F.when(F.col("origin") == "ledger", F.col("_read_version")).alias(EXPECT_COLUMN),
         OP_COLUMN, "_old_lane", "_handed", "_left")
+    messages = messages.unionByName(_no_new_records(outcome), allowMissingColumns=True)
     old = old_record_deletes(found, lane, a.ctx.now)
     if old:  # folded, or never valid: nobody reads them back any more
         messages = messages.unionByName(change_frame(spark, old).withColumns(
@@ -383,6 +384,22 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
             messages = messages.unionByName(_idle_cursors(spark, decided, cursors, end),
                                             allowMissingColumns=True)
     return messages
+
+
+def _no_new_records(outcome: DataFrame) -> DataFrame:
+    """Guard rows: for each locked row this receive changes without having read a record of
+    its lock, "no completion record of that lock exists". A record appended after the
+    ledger was read but before the MERGE took its snapshot is not a change to the row
+    itself, so the row-version guard would not see it; this one makes the MERGE fail
+    (StaleRead, then a fresh read) instead of re-locking a completed message. A record
+    landing after the MERGE's snapshot is Delta's conflict (decision 011)."""
+    return outcome.where(
+        F.col(OP_COLUMN).isNotNull() & (F.col("origin") == "ledger")
+        & F.col("_old_token").isNotNull() & F.col(RECORD_AT).isNull()).select(
+        "partition_id", F.col("_old_lane").alias("lane"), "sequence_number",
+        F.lit(RECORD).alias("row_type"), F.lit(0).cast("long").alias("row_version"),
+        F.col("_old_token").alias("lock_token"), F.lit(None).cast("long").alias(EXPECT_COLUMN),
+        F.lit(ABSENT).alias(OP_COLUMN), "_old_lane", F.lit(False).alias("_handed"))
 
 
 def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:

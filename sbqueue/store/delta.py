@@ -34,6 +34,7 @@ from sbqueue.exceptions import StorageConflictError
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = [
+    "ABSENT",
     "DELTA_CONFLICTS",
     "EXPECT_COLUMN",
     "OP_COLUMN",
@@ -63,7 +64,8 @@ DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
     dx.ProtocolChangedException,
 )
 
-OP_COLUMN = "_op"  # 'upsert' or 'delete'
+OP_COLUMN = "_op"  # 'upsert', 'delete' or ABSENT
+ABSENT = "absent"  # a change row that only checks: no row with its keys exists
 EXPECT_COLUMN = "_expect"  # the row_version read; null for a row that must not exist yet
 _STALE_MARK = "sbqueue-stale-row"
 _VERSION = "row_version"
@@ -207,7 +209,9 @@ def guarded_merge(
 
     ``changes`` holds full rows (``columns``) plus OP_COLUMN and EXPECT_COLUMN. A row whose
     stored ``row_version`` differs from EXPECT_COLUMN (or exists when it was expected not
-    to, or vanished when it was expected to exist) makes the MERGE fail before commit.
+    to, or vanished when it was expected to exist) makes the MERGE fail before commit. A
+    row with OP_COLUMN ``ABSENT`` (and no EXPECT_COLUMN) changes nothing: it only fails the
+    MERGE if a row with its keys exists.
     """
     stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{keys[0]})) AS BIGINT)"
     condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys],

@@ -262,6 +262,40 @@ def test_s6_6_a_record_written_after_another_receiver_took_the_message_counts_fo
         assert second.peek_messages(5) == []
 
 
+def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
+        admin, client, monkeypatch) -> None:
+    """A valid completion record that lands after a receive read the ledger but before its
+    MERGE took a snapshot is not a change to the message's row: the receive's guard rows
+    ("no record of this lock") fail that MERGE, and the receive, reading again, finds the
+    message completed instead of handing it out a second time."""
+    from sbqueue.engine import receive as rx
+    from sbqueue.engine.records import append_record
+
+    q = _queue(admin, lock_duration="PT5S")
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages(ServiceBusMessage("once"))
+    with client.get_queue_receiver(q, max_wait_time=10) as receiver:
+        [got] = receiver.receive_messages()
+        entity = receiver._entity
+        [row] = (entity.spark.read.format("delta").load(entity.ledger_path)
+                 .where("row_type = 'm'").select("locked_until_utc").collect())
+        ends = row[0].astimezone(timezone.utc)
+        while datetime.now(timezone.utc) < ends + timedelta(seconds=1):
+            time.sleep(0.5)  # the lock ran out: a receive would take the message again
+        merge, landed = rx.guarded_merge, []
+
+        def record_lands_first(*args, **kwargs):
+            if not landed:  # written while the lock held, appended just now
+                append_record(entity.spark, entity.ledger_path, "main", got.sequence_number,
+                              got.lock_token, ends - timedelta(seconds=1), "late-landing")
+                landed.append(1)
+            return merge(*args, **kwargs)
+
+        monkeypatch.setattr(rx, "guarded_merge", record_lands_first)
+        assert receiver.receive_messages(1, max_wait_time=3) == [] and landed
+        assert receiver.peek_messages(5) == []
+
+
 def test_s5_1_receive_and_delete(admin, client) -> None:
     q = _queue(admin)
     with client.get_queue_sender(q) as sender:
