@@ -9,13 +9,14 @@ session and the error).
 
 A renewal is a Delta commit of seconds, so the renewer gathers: when one message lock of
 a receiver is due, every registered lock of that receiver due within the next round is
-renewed with it, in one commit (issue 18). A lock is due when less than ``RENEW_AHEAD``
-(at most half the lock) is left, or three times the longest of the last renewal commits
-this renewer measured, whichever is more.
+renewed with it, in one commit (issue 18). A lock is due when half of it is left, or three
+times the longest of the last renewal commits this renewer measured, whichever is more:
+one slow commit (a cold JVM, a busy machine) must not outlast the locks waiting for it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -27,11 +28,12 @@ from typing import Any
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.session import ServiceBusSession
-from sbqueue.exceptions import InvalidOperationError
+from sbqueue.exceptions import InvalidOperationError, StorageConflictError
 
 __all__ = ["AutoLockRenewer"]
 
-RENEW_AHEAD = timedelta(seconds=10)
+log = logging.getLogger("sbqueue.client")
+
 _TICK = 0.25
 
 Renewable = ServiceBusReceivedMessage | ServiceBusSession
@@ -44,7 +46,7 @@ class _Entry:
     target: Renewable
     until: float  # monotonic time after which renewal stops
     on_failure: FailureCallback | None
-    ahead: timedelta
+    lock: timedelta  # the receiver's lock duration
 
     @property
     def done(self) -> bool:
@@ -94,8 +96,9 @@ class AutoLockRenewer:
             max_lock_renewal_duration)
         lock = receiver.lock_duration
         entry = _Entry(receiver, renewable, time.monotonic() + duration,
-                       on_lock_renew_failure or self._on_failure, min(RENEW_AHEAD, lock / 2))
-        with self._guard:
+                       on_lock_renew_failure or self._on_failure, lock)
+        with self._guard:  # registered again: the new terms replace the old
+            self._entries = [e for e in self._entries if e.target is not renewable]
             self._entries.append(entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="sbqueue-lock-renewer",
@@ -107,9 +110,11 @@ class AutoLockRenewer:
                 ) - datetime.now(timezone.utc)
 
     def _ahead(self, entry: _Entry) -> timedelta:
-        """How long before its end a lock is renewed: the commit time measured counts."""
-        measured = max(self._commit_seconds, default=0.0)
-        return max(entry.ahead, timedelta(seconds=3 * measured + _TICK))
+        """How long before its end a lock is renewed: half of it, or more when commits are
+        slow (three times the slowest of the last five), but never more than three quarters
+        of it, so that slow commits do not follow one another without pause."""
+        measured = timedelta(seconds=3 * max(self._commit_seconds, default=0.0) + _TICK)
+        return min(max(entry.lock / 2, measured), entry.lock * 3 / 4)
 
     def _run(self) -> None:
         while not self._stop.wait(_TICK):
@@ -143,6 +148,9 @@ class AutoLockRenewer:
         started = time.monotonic()
         try:
             failed = renew() or {}
+        except StorageConflictError as exc:  # busy partitions: the next round tries again
+            log.debug("lock renewal conflicted, retried next round: %s", exc)
+            failed = {}
         except Exception as exc:  # reported to each caller's callback
             failed = {id(e): exc for e in batch}
         self._commit_seconds = [*self._commit_seconds[-4:], time.monotonic() - started]
@@ -150,7 +158,10 @@ class AutoLockRenewer:
             if id(entry) in failed:
                 self._drop(entry)
                 if entry.on_failure is not None and not entry.done:
-                    entry.on_failure(entry.target, failed[id(entry)])
+                    try:
+                        entry.on_failure(entry.target, failed[id(entry)])
+                    except Exception:  # the caller's callback must not stop the renewer
+                        log.exception("on_lock_renew_failure raised")
 
     def _drop(self, entry: _Entry) -> None:
         with self._guard:

@@ -72,7 +72,13 @@ from sbqueue.exceptions import (
     PartitionUnavailableError,
     ServiceBusQuotaExceededError,
 )
-from sbqueue.store.delta import RETRYABLE, latest_version, note_conflict, retry_conflicts
+from sbqueue.store.delta import (
+    RETRYABLE,
+    isolation_level,
+    latest_version,
+    note_conflict,
+    retry_conflicts,
+)
 
 if TYPE_CHECKING:
     from sbqueue.engine.namespace import Namespace
@@ -123,6 +129,7 @@ class Entity:
         self.board = board_for(self.ledger_path, self.partitions)
         self._held: tuple[int, float] = (0, -math.inf)  # bytes held, when read (S1.6)
         self.fenced: frozenset[int] = frozenset()  # unavailable partitions (S14.2)
+        self._records: bool | None = None  # completes as records (``records_allowed``)
 
     @property
     def name(self) -> str:
@@ -408,7 +415,7 @@ class Entity:
         partitions = sorted({seq >> COUNTER_BITS for seq, _ in locks})
         self.require_available(partitions, kind)
         if kind == "complete" and len(locks) == 1 and held_until is not None \
-                and not deferred and not self.props.requires_session:
+                and not deferred and self.records_allowed:
             done = complete_by_record(self.spark, self.ledger_path, locks[0], self.lane,
                                       held_until)
             if done is not None:
@@ -424,6 +431,17 @@ class Entity:
 
         with self.board.hold(partitions):
             return retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
+
+    @property
+    def records_allowed(self) -> bool:
+        """Whether a complete may be a completion record (decision 011): in the main queue
+        of an entity without sessions (releasing a session moves its messages' locks; other
+        lanes are re-locked by paths that do not read records), on a ledger at Serializable
+        isolation (ledgers created before it keep keyed deletes). Read once."""
+        if self._records is None:
+            self._records = (self.lane == Lane.MAIN and not self.props.requires_session
+                             and isolation_level(self.spark, self.ledger_path) == "Serializable")
+        return self._records
 
     def settle_dataframe(self, batch: DataFrame, kind: str, reason: str | None = None,
                          description: str | None = None) -> SettleResult:

@@ -1,6 +1,7 @@
 """Completion records: a ``complete`` as a blind append to the ledger (decision 011).
 
-A record is a ledger row with ``row_type`` 'c' in its message's partition and lane, keyed
+A record is a ledger row with ``row_type`` 'c' in its message's partition and lane (the
+main lane: the lane whose receives fold them, and that nothing else re-locks), keyed
 by the message's sequence number and the lock token it was written under; its
 ``enqueued_time_utc`` says when it was written. ``core.transitions.completed_by_record``
 is the rule: it completes its message if the row still has that token and the lock had
@@ -8,7 +9,8 @@ not ended when the record was written (``settle_valid`` at the record's time).
 
 Why it is safe without a read: an append never conflicts, and a receive of the same
 partition and lane that read before the record landed conflicts with it at commit (the
-record's file is in what that receive read, DESIGN fact 2), retries and sees it. So a
+record's file is in what that receive read, DESIGN fact 2; the ledger's isolation level
+is Serializable, under which blind appends conflict too), retries and sees it. So a
 receive re-locks a message only if no valid record of it exists; the record order is the
 Delta log's. Receives, the SQL view and peek read records in the same scan as the rows;
 a receive that commits folds them: it deletes the messages they completed (the receive
@@ -48,9 +50,13 @@ def record_rows(rows: list[Any]) -> list[Record]:
     """The records among collected ledger rows (``row_type``, ``partition_id``,
     ``sequence_number``, ``lock_token``, ``enqueued_time_utc``); times as aware UTC (Spark
     hands back naive local ones)."""
-    return [(int(r["partition_id"]), int(r["sequence_number"]), str(r["lock_token"]),
-             r["enqueued_time_utc"].astimezone(timezone.utc))
-            for r in rows if r["row_type"] == RECORD]
+    earliest: dict[tuple[int, int, str], datetime] = {}
+    for r in rows:
+        if r["row_type"] == RECORD:  # one holder may have written two (a retried complete)
+            key = (int(r["partition_id"]), int(r["sequence_number"]), str(r["lock_token"]))
+            at = r["enqueued_time_utc"].astimezone(timezone.utc)
+            earliest[key] = min(earliest.get(key, at), at)
+    return [(*key, at) for key, at in earliest.items()]
 
 
 def append_record(spark: SparkSession, ledger_path: str, lane: str, seq: int, token: str,

@@ -162,6 +162,10 @@ INBOX_PROPERTIES = {
                                       "enqueued_time_utc,size_in_bytes",
 }
 LEDGER_PROPERTIES = {
+    # A receive's MERGE must conflict with a completion record appended into what it read
+    # (decision 011): at Delta's default level, WriteSerializable, blind appends never do.
+    # The ledger's only blind appends are those records (and the first cursors).
+    "delta.isolationLevel": "Serializable",
     # Ledger files are small and narrow: a keyed DELETE or UPDATE that rewrites the one file
     # holding the row ran 4 Spark jobs, with deletion vectors 8 (decision 011).
     "delta.enableDeletionVectors": "false",

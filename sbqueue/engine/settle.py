@@ -180,13 +180,13 @@ def complete_by_record(spark: SparkSession, ledger_path: str, lock: tuple[int, s
         return SettleResult(settled=1)
     before = commit_version(spark, ledger_path, tag) - 1
     row = spark.read.format("delta").option("versionAsOf", before).load(ledger_path).where(
-        (F.col("partition_id") == partition_of(seq)) & (F.col("lane") == lane)
-        & (F.col("sequence_number") == seq) & (F.col("row_type") == "m")).select(
-        "lock_token", "locked_until_utc").first()
+        (F.col("partition_id") == partition_of(seq)) & (F.col("sequence_number") == seq)
+        & (F.col("row_type") == "m")).select("lane", "lock_token", "locked_until_utc").first()
     if row is None:
         return SettleResult(already_settled=[seq])
     as_read = {**as_aware(row), RECORD_AT: written_at}
-    if row["lock_token"] == token and completed_by_record().evaluate(as_read):
+    if row["lane"] == lane and row["lock_token"] == token \
+            and completed_by_record().evaluate(as_read):
         return SettleResult(settled=1)
     return SettleResult(lock_lost=[seq])
 

@@ -46,6 +46,7 @@ __all__ = [
     "create_table",
     "earliest_version",
     "guarded_merge",
+    "isolation_level",
     "latest_version",
     "note_conflict",
     "read_appended",
@@ -142,6 +143,14 @@ def latest_version(spark: SparkSession, path: str) -> int:
         return max(versions)
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
     return int(row[0]) if row is not None else -1
+
+
+def isolation_level(spark: SparkSession, path: str) -> str:
+    """The table's ``delta.isolationLevel`` (Delta's default: WriteSerializable); reads only
+    the log."""
+    rows = spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+    found = {str(r[0]): str(r[1]) for r in rows}
+    return found.get("delta.isolationLevel", "WriteSerializable")
 
 
 def commit_version(spark: SparkSession, path: str, tag: str, depth: int = 1000) -> int:
