@@ -132,6 +132,7 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
     client = ServiceBusClient(root, spark=spark)
     rates: dict[str, float] = {}
     conflicts: dict[str, int] = {}
+    commits: dict[str, dict[str, int]] = {}
     for threads in (1, 4, 16):
         name = f"loop{threads}"
         admin.create_queue(name, enable_partitioning=True)
@@ -148,7 +149,7 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
                     with guard:
                         counted[0] += 1
 
-        before = conflicts_retried()
+        before, grouped = conflicts_retried(), _group_commits()
         started = time.perf_counter()
         pool = [threading.Thread(target=work) for _ in range(threads)]
         for t in pool:
@@ -158,8 +159,21 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         rates[f"{threads}_threads"] = round(counted[0] / seconds, 2)
         conflicts[f"{threads}_threads"] = conflicts_retried() - before
+        after = _group_commits()
+        commits[f"{threads}_threads"] = {k: after.get(k, 0) - grouped.get(k, 0) for k in after}
     return {"part": "loop", "messages": messages, "msg_per_s": rates,
-            "conflicts_retried": conflicts}
+            "conflicts_retried": conflicts, "group_commits": commits}
+
+
+def _group_commits() -> dict[str, int]:
+    """Commits made so far by the process's group commits, by kind (receive, complete)."""
+    from sbqueue.engine.group import _groups
+
+    out: dict[str, int] = {}
+    for key, group in list(_groups.items()):
+        kind = str(key[0]) if isinstance(key, tuple) else str(key)
+        out[kind] = out.get(kind, 0) + group.commits
+    return out
 
 
 def create(spark: Any, root: str, reps: int) -> dict[str, Any]:

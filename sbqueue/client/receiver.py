@@ -110,7 +110,7 @@ class ServiceBusReceiver:
     def _fetch(self, count: int) -> list[ServiceBusReceivedMessage]:
         session = self.session
         if session is None:
-            rows = self._entity.receive_dataframe(count, self._mode).collect()
+            rows = self._entity.receive_rows(count, self._mode)
         else:
             session.check_held()
             rows = self._entity.sessions.receive([session.lock], count, self._mode).collect()

@@ -20,14 +20,14 @@ from pyspark.sql.types import DataType
 
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
 
-__all__ = ["project", "to_column", "to_sql"]
+__all__ = ["project", "sql_literal", "to_column", "to_sql"]
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _sql_literal(value: Any) -> str:
+def sql_literal(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -52,17 +52,19 @@ def _sql_literal(value: Any) -> str:
     raise ValueError(f"cannot write {value!r} as a SQL literal")
 
 
-def to_sql(expr: Expr) -> str:
-    """Spark SQL text computing ``expr`` (same null rules as ``Expr.evaluate``)."""
+def to_sql(expr: Expr, names: Mapping[str, str] | None = None) -> str:
+    """Spark SQL text computing ``expr`` (same null rules as ``Expr.evaluate``). ``names``:
+    the SQL to write for some columns (``t.locked_until_utc`` in a MERGE condition)."""
     if isinstance(expr, Col):
-        return f"`{expr.name}`"
+        return (names or {}).get(expr.name, f"`{expr.name}`")
     if isinstance(expr, Lit):
-        return _sql_literal(expr.value)
+        return sql_literal(expr.value)
     if isinstance(expr, When):
-        branches = " ".join(f"WHEN {to_sql(c)} THEN {to_sql(v)}" for c, v in expr.branches)
-        return f"CASE {branches} ELSE {to_sql(expr.default)} END"
+        branches = " ".join(f"WHEN {to_sql(c, names)} THEN {to_sql(v, names)}"
+                            for c, v in expr.branches)
+        return f"CASE {branches} ELSE {to_sql(expr.default, names)} END"
     if isinstance(expr, Op):
-        args = [to_sql(a) for a in expr.args]
+        args = [to_sql(a, names) for a in expr.args]
         if expr.name in _SQL_BINARY:
             return f"({args[0]} {_SQL_BINARY[expr.name]} {args[1]})"
         if expr.name == "not":

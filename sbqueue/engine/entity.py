@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import dedupe_window
@@ -46,23 +46,24 @@ from sbqueue.core.transitions import (
     deferred_outcome,
     deferred_valid,
 )
+from sbqueue.engine.group import Group, group_for
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
 from sbqueue.engine.receive import (
     Attempt,
     ReceiveResult,
     lock_stamp,
-    receive_once,
     utcnow,
     with_bodies,
 )
+from sbqueue.engine.receive_small import SMALL_RECEIVE, receive
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.engine.sessions import Sessions, SessionStateResult
 from sbqueue.engine.settle import (
     Applied,
     SettleResult,
     apply_by_sequence,
-    complete_by_record,
+    complete_by_records,
     settle_once,
 )
 from sbqueue.exceptions import (
@@ -90,6 +91,7 @@ PARTITION_BATCH = 256  # the least a receive asks of each partition it takes
 RECEIVE_ATTEMPTS = 4  # conflicts or empty partitions: then it returns what it has
 LEASE_WAIT_SECONDS = 10.0  # how long a receive waits for this process's threads to free one
 QUOTA_SECONDS = 30.0  # how long a read entity size is trusted (S1.6)
+COMPLETE_GROUP = 1000  # completion records one group commit carries at most
 
 
 class SubQueue:
@@ -253,7 +255,7 @@ class Entity:
                  ) -> ReceiveResult:
         started = time.monotonic()
         attempt = self.make_attempt(partitions, share, total, peek_lock)
-        result = receive_once(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)
+        result = receive(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)
         if result.committed:
             self.board.saw_attempt(time.monotonic() - started)
         return result
@@ -306,6 +308,30 @@ class Entity:
         if result is None:
             return self.none()
         return with_bodies(self.spark, self.inbox_path, self._fresh_locks(result))
+
+    def receive_rows(self, max_messages: int, mode: str = "peek_lock") -> list[Row]:
+        """``receive_dataframe`` collected (the client's receive). Small receives of the
+        threads of this process that arrive together share one commit (``engine.group``);
+        each caller gets its own messages, at most ``max_messages``."""
+        if max_messages > SMALL_RECEIVE:
+            return self._receive_rows(max_messages, mode)
+        group: Group[tuple[Entity, int], list[Row]] = group_for(
+            ("receive", self.ledger_path, self.lane, mode),
+            lambda: Group(lambda asks: _receive_together(asks, mode), SMALL_RECEIVE))
+        return group.submit((self, max_messages), weight=max_messages)
+
+    def _receive_rows(self, max_messages: int, mode: str) -> list[Row]:
+        """One receive, collected: a receive decided on the driver already holds its
+        messages, so no body is read after its commit."""
+        result = self._receive(max_messages, mode)
+        if result is None:
+            return []
+        result = self._fresh_locks(result)
+        if result.messages is None:
+            return with_bodies(self.spark, self.inbox_path, result).collect()
+        until = result.locked_until
+        return [Row(**{**m, "locked_until_utc": until if m["lock_token"] is not None
+                       else m["locked_until_utc"]}) for m in result.messages]
 
     def _fresh_locks(self, result: ReceiveResult) -> ReceiveResult:
         """A commit that outlasted the lock grace (a cold JVM, an overloaded machine) hands
@@ -416,8 +442,7 @@ class Entity:
         self.require_available(partitions, kind)
         if kind == "complete" and len(locks) == 1 and held_until is not None \
                 and not deferred and self.records_allowed:
-            done = complete_by_record(self.spark, self.ledger_path, locks[0], self.lane,
-                                      held_until)
+            done = self._completes().submit((*locks[0], held_until))
             if done is not None:
                 return done
 
@@ -431,6 +456,12 @@ class Entity:
 
         with self.board.hold(partitions):
             return retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
+
+    def _completes(self) -> Group[tuple[int, str, datetime], SettleResult | None]:
+        """The process's group commit of completion records for this entity's lane."""
+        spark, ledger, lane = self.spark, self.ledger_path, self.lane
+        return group_for(("complete", ledger, lane), lambda: Group(
+            lambda locks: complete_by_records(spark, ledger, locks, lane), COMPLETE_GROUP))
 
     @property
     def records_allowed(self) -> bool:
@@ -537,7 +568,7 @@ class Entity:
             attempt = self.make_attempt(sorted(behind), 0, 0, True,
                                          pass_to=tuple(sorted(behind.items())))
             with self.board.hold(sorted(behind)):
-                retry_conflicts(lambda a=attempt: receive_once(  # type: ignore[misc]
+                retry_conflicts(lambda a=attempt: receive(  # type: ignore[misc]
                     self.spark, self.ledger_path, self.inbox_path, a, Lane.MAIN),
                     what=f"pass the cursors of {self.name}")
 
@@ -587,3 +618,14 @@ class Entity:
         """Messages per partition (all states and sub-queues)."""
         rows = self.messages().groupBy("partition_id").count().collect()
         return {p: 0 for p in range(self.partitions)} | {r[0]: r[1] for r in rows}
+
+
+def _receive_together(asks: list[tuple[Entity, int]], mode: str) -> list[list[Row]]:
+    """The receives of several callers as one (the first caller's entity object): each
+    gets, in turn, up to what it asked of the messages handed out."""
+    rows = asks[0][0]._receive_rows(sum(n for _, n in asks), mode)
+    out, start = [], 0
+    for _, n in asks:
+        out.append(rows[start:start + n])
+        start += n
+    return out

@@ -54,12 +54,17 @@ from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN, guarded_merge,
 
 __all__ = [
     "OUTPUT_COLUMNS",
+    "STATE_OUT",
     "Attempt",
+    "Cursor",
     "ReceiveResult",
+    "after_cursors",
     "as_aware",
     "deliverable_heads",
+    "ledger_slice",
     "lock_stamp",
     "merge_scope",
+    "pending_or_void",
     "receive_once",
     "utcnow",
     "with_bodies",
@@ -72,10 +77,10 @@ PENDING = timedelta(minutes=2)  # a transaction's rows uncommitted for longer ne
 MAX_INDEX = PAST_COMMIT  # a cursor index past every batch index of its commit
 _P_ROW_COLUMNS = ("cursor_version", "cursor_index", "last_counter", "session_state")
 _CANDIDATE_COLUMNS = [c for c in LEDGER_COLUMNS if c not in _P_ROW_COLUMNS and c != "row_type"]
-_STATE_OUT = ("state", "delivery_count", "lock_token", "locked_until_utc",
+STATE_OUT = ("state", "delivery_count", "lock_token", "locked_until_utc",
               "dead_letter_reason", "dead_letter_error_description", "dead_letter_source")
 OUTPUT_COLUMNS = ["sequence_number", "partition_id",
-                  *[f.name for f in MESSAGE_FIELDS], *_STATE_OUT]
+                  *[f.name for f in MESSAGE_FIELDS], *STATE_OUT]
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class ReceiveResult:
     left: dict[int, int]  # per partition: deliverable messages seen but not taken
     committed: bool
     locked_until: datetime | None = None  # what the caller is told: from the commit on
+    # The handed-out messages with bodies, when the receive already read them (a receive
+    # decided on the driver, ``engine.receive_small``): no body read after the commit.
+    messages: list[dict[str, Any]] | None = None
 
 
 class Cursor(NamedTuple):
@@ -123,11 +131,12 @@ class Cursor(NamedTuple):
 
 
 def _by_partition(values: dict[int, int]) -> Column:
-    """A literal per-partition value (CASE partition_id WHEN ... END), NULL elsewhere."""
-    column: Any = F
-    for partition, value in values.items():
-        column = column.when(F.col("partition_id") == partition, F.lit(value))
-    return column.otherwise(F.lit(None)).cast("long")  # type: ignore[no-any-return]
+    """A literal per-partition value (CASE partition_id WHEN ... END), NULL elsewhere. SQL
+    text: one call into the JVM, not one per partition (0.4 s a receive on 16 partitions)."""
+    if not values:
+        return F.lit(None).cast("long")
+    cases = " ".join(f"WHEN {int(p)} THEN {int(v)}L" for p, v in values.items())
+    return F.expr(f"CAST(CASE partition_id {cases} END AS BIGINT)")
 
 
 def _cursor_values(cursors: list[Cursor], field: str) -> Column:
@@ -147,21 +156,32 @@ def _transaction_marks(committed: frozenset[str], now: datetime) -> dict[str, Co
     return {"_pending": waiting & recent, "_void": waiting & ~recent}
 
 
+def pending_or_void(send_id: str, enqueued: datetime, committed: frozenset[str],
+                    now: datetime) -> tuple[bool, bool]:
+    """``_transaction_marks`` of one row on the driver: (pending, void)."""
+    waiting = send_id.startswith(TRANSACTION_SEND_PREFIX) and send_id not in committed
+    recent = enqueued > now - PENDING
+    return waiting and recent, waiting and not recent
+
+
+def after_cursors(cursors: list[Cursor]) -> Column:
+    """Inbox rows after their partition's cursor (literals: no join, no broadcast job)."""
+    return F.expr(" OR ".join(
+        f"(partition_id = {int(c.partition)} AND (_commit_version > {int(c.version)}L OR "
+        f"(_commit_version = {int(c.version)}L AND batch_index > {int(c.position)}L)))"
+        for c in cursors) or "false")
+
+
 def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], start: int,
                       end: int, a: Attempt, committed: frozenset[str]) -> DataFrame:
     """The inbox rows after each cursor in commits ``start..end``, numbered, at most
     ``a.lookahead`` a partition. The cursors are literals: no join, no broadcast job."""
-    after = F.lit(False)
-    for c in cursors:
-        after = after | ((F.col("partition_id") == c.partition) & (
-            (F.col("_commit_version") > c.version)
-            | ((F.col("_commit_version") == c.version) & (F.col("batch_index") > c.position))))
     narrow = read_appended(
         spark, inbox, start - 1, end,
         F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
     ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
              "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version"
-             ).where(after)
+             ).where(after_cursors(cursors))
     if a.dedupe is not None:
         narrow = _without_duplicates(spark, inbox, narrow, a, a.dedupe)
     rank = F.row_number().over(
@@ -306,18 +326,24 @@ def _idle_cursors(spark: SparkSession, decided: DataFrame, cursors: list[Cursor]
     return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("_counter"))
 
 
+def ledger_slice(spark: SparkSession, ledger_path: str, a: Attempt, lane: str) -> DataFrame:
+    """What a receive of ``lane`` reads of the ledger, narrow: the cursors and commit
+    markers, the completion records of the lane and its message rows (``_lane_filter``)."""
+    ledger = spark.read.format("delta").load(ledger_path).where(
+        F.col("partition_id").isin(a.partitions))
+    heads = F.col("row_type").isin("p", "t") & (F.col("lane") == Lane.MAIN)  # cursors, commits
+    records = (F.col("row_type") == RECORD) & (F.col("lane") == lane)
+    return ledger.where(heads | records | ((F.col("row_type") == "m") & _lane_filter(a, lane))
+                        ).select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version",
+                                 "cursor_index", "last_counter")
+
+
 def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
                  ) -> tuple[DataFrame, list[Cursor], frozenset[str], list[Record]]:
     """(the candidate ledger rows, checkpointed, each with the time of its completion
     record if any; the cursors; the send ids of committed transactions; the completion
     records of ``lane``). One scan of the ledger, narrow columns only."""
-    ledger = spark.read.format("delta").load(ledger_path).where(
-        F.col("partition_id").isin(a.partitions))
-    heads = F.col("row_type").isin("p", "t") & (F.col("lane") == Lane.MAIN)  # cursors, commits
-    records = (F.col("row_type") == RECORD) & (F.col("lane") == lane)
-    slice_ = ledger.where(heads | records | ((F.col("row_type") == "m") & _lane_filter(a, lane)))
-    slice_ = slice_.select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version", "cursor_index",
-                           "last_counter").localCheckpoint()
+    slice_ = ledger_slice(spark, ledger_path, a, lane).localCheckpoint()
     rows = slice_.where(F.col("row_type") != "m").select(
         "row_type", "partition_id", "cursor_version", "cursor_index", "last_counter",
         "row_version", "send_id", "sequence_number", "lock_token", "enqueued_time_utc"
@@ -465,7 +491,7 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
 def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> DataFrame:
     """The handed-out rows as messages: their state joined with their inbox rows, read with
     literal partition, segment and send filters (pruning and data skipping)."""
-    state = result.handed.select(*LOCATOR, "sequence_number", *_STATE_OUT)
+    state = result.handed.select(*LOCATOR, "sequence_number", *STATE_OUT)
     if result.locked_until is not None:
         state = state.withColumn("locked_until_utc", F.when(
             F.col("lock_token").isNotNull(), F.lit(result.locked_until).cast("timestamp")))

@@ -26,14 +26,16 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from sbqueue.core.sequence import partition_of
+from sbqueue.engine.columns import sql_literal
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, RECORD
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, append
 
 __all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "append_record",
+           "append_records",
            "old_record_deletes", "record_at", "record_rows"]
 
 # Records stay this long after they were written, folded or not: a writer reads its own
-# record back within this time when it has to (``settle.complete_by_record``).
+# record back within this time when it has to (``settle.complete_by_records``).
 RECORD_KEEP = timedelta(seconds=60)
 # How far apart the clocks of two hosts may be (and a commit's last write may take): a
 # writer whose append returned this long before the lock ends knows its record is valid.
@@ -59,16 +61,24 @@ def record_rows(rows: list[Any]) -> list[Record]:
     return [(*key, at) for key, at in earliest.items()]
 
 
+def append_records(spark: SparkSession, ledger_path: str, lane: str,
+                   locks: list[tuple[int, str]], written_at: datetime, tag: str) -> None:
+    """Append records of (sequence number, token): one Delta commit that conflicts with
+    nothing, found in the table's history by ``tag``."""
+    rows = []
+    for seq, token in locks:
+        row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+        row.update({"partition_id": partition_of(seq), "lane": lane, "sequence_number": seq,
+                    "row_type": RECORD, "row_version": 0, "lock_token": token,
+                    "enqueued_time_utc": written_at})
+        rows.append(tuple(row[c] for c in LEDGER_COLUMNS))
+    append(spark.createDataFrame(rows, LEDGER_SCHEMA), ledger_path, tag=tag)
+
+
 def append_record(spark: SparkSession, ledger_path: str, lane: str, seq: int, token: str,
                   written_at: datetime, tag: str) -> None:
-    """Append one record: one Delta commit that conflicts with nothing, found in the table's
-    history by ``tag``."""
-    row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-    row.update({"partition_id": partition_of(seq), "lane": lane, "sequence_number": seq,
-                "row_type": RECORD, "row_version": 0, "lock_token": token,
-                "enqueued_time_utc": written_at})
-    df = spark.createDataFrame([tuple(row[c] for c in LEDGER_COLUMNS)], LEDGER_SCHEMA)
-    append(df, ledger_path, tag=tag)
+    """Append one record (``append_records`` of one)."""
+    append_records(spark, ledger_path, lane, [(seq, token)], written_at, tag)
 
 
 def record_at(records: list[Record]) -> Column:
@@ -77,13 +87,12 @@ def record_at(records: list[Record]) -> Column:
     live a minute, so a receive sees few."""
     if not records:
         return F.lit(None).cast("timestamp")
-    pairs: list[Column] = []
-    for partition, seq, token, at in records:
-        pairs += [F.lit(f"{partition}:{seq}:{token}"), F.lit(at).cast("timestamp")]
-    key = F.concat_ws(":", F.col("partition_id").cast("string"),
-                      F.col("sequence_number").cast("string"), F.col("lock_token"))
-    return F.when(F.col("lock_token").isNotNull(),
-                  F.element_at(F.create_map(*pairs), key)).cast("timestamp")
+    pairs = ", ".join(f"{sql_literal(f'{partition}:{seq}:{token}')}, {sql_literal(at)}"
+                      for partition, seq, token, at in records)
+    key = "concat_ws(':', CAST(partition_id AS STRING), CAST(sequence_number AS STRING), " \
+          "lock_token)"
+    return F.expr(f"CAST(CASE WHEN lock_token IS NOT NULL THEN "
+                  f"element_at(map({pairs}), {key}) END AS TIMESTAMP)")
 
 
 def old_record_deletes(records: list[Record], lane: str, now: datetime

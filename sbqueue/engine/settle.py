@@ -31,7 +31,7 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.columns import project, to_column, to_sql
 from sbqueue.engine.receive import as_aware, merge_scope, utcnow
-from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET, append_record
+from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET, append_records
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
     LEDGER_KEYS,
@@ -44,7 +44,7 @@ from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, commit_version, guarde
 
 PAIRS = "sequence_number long, _token string"
 
-__all__ = ["Applied", "SettleResult", "apply_by_sequence", "complete_by_record", "merge_rows",
+__all__ = ["Applied", "SettleResult", "apply_by_sequence", "complete_by_records", "merge_rows",
            "settle_keyed", "settle_once"]
 
 
@@ -162,26 +162,46 @@ def settle_keyed(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
         already_settled=[seq])
 
 
-def complete_by_record(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
-                       lane: str, held_until: datetime) -> SettleResult | None:
-    """Complete one message with a completion record: one blind append (``engine.records``,
-    decision 011); None, committing nothing, when the lock ends too soon for it (then a
-    keyed DELETE decides). ``held_until``: when the caller was told its lock ends. If the
-    append returned ``CLOCK_MARGIN`` before that, no receive can have re-locked the message
-    before the record landed: it is valid, and nothing is read. If the append outlasted
-    that, the row as it was just before the record's commit says whether it counted."""
-    seq, token = lock
+def complete_by_records(spark: SparkSession, ledger_path: str,
+                        locks: list[tuple[int, str, datetime]], lane: str
+                        ) -> list[SettleResult | None]:
+    """Complete messages with completion records, all in one blind append (``engine.
+    records``, decision 011; the callers of a group commit, ``engine.group``); for each
+    (sequence number, token, held until) its result, or None, committing nothing for it,
+    when its lock ends too soon for a record (then a keyed DELETE decides). ``held_until``:
+    when the caller was told its lock ends. If the append returned ``CLOCK_MARGIN`` before
+    that, no receive can have re-locked the message before the record landed: it is valid,
+    and nothing is read. If the append outlasted that, the row as it was just before the
+    records' commit says whether it counted."""
     written_at = utcnow()
-    if written_at + RECORD_BUDGET >= held_until:
-        return None
+    results: list[SettleResult | None] = [None] * len(locks)
+    chosen = [i for i, (_, _, held) in enumerate(locks) if written_at + RECORD_BUDGET < held]
+    if not chosen:
+        return results
     tag = f"sbqueue-record-{uuid.uuid4().hex}"
-    append_record(spark, ledger_path, lane, seq, token, written_at, tag)
-    if utcnow() + CLOCK_MARGIN < held_until:
-        return SettleResult(settled=1)
-    before = commit_version(spark, ledger_path, tag) - 1
-    row = spark.read.format("delta").option("versionAsOf", before).load(ledger_path).where(
-        (F.col("partition_id") == partition_of(seq)) & (F.col("sequence_number") == seq)
-        & (F.col("row_type") == "m")).select("lane", "lock_token", "locked_until_utc").first()
+    append_records(spark, ledger_path, lane, [locks[i][:2] for i in chosen], written_at, tag)
+    landed = utcnow()
+    late = [i for i in chosen if landed + CLOCK_MARGIN >= locks[i][2]]
+    for i in chosen:
+        results[i] = SettleResult(settled=1)
+    if late:
+        before = commit_version(spark, ledger_path, tag) - 1
+        rows = {int(r["sequence_number"]): r for r in spark.read.format("delta")
+                .option("versionAsOf", before).load(ledger_path).where(
+                    F.col("partition_id").isin(sorted({partition_of(locks[i][0]) for i in late}))
+                    & F.col("sequence_number").isin([locks[i][0] for i in late])
+                    & (F.col("row_type") == "m"))
+                .select("sequence_number", "lane", "lock_token", "locked_until_utc").collect()}
+        for i in late:
+            results[i] = _record_verdict(rows.get(locks[i][0]), locks[i][:2], lane, written_at)
+    return results
+
+
+def _record_verdict(row: Any, lock: tuple[int, str], lane: str, written_at: datetime
+                    ) -> SettleResult:
+    """Whether a record written at ``written_at`` completed the row as it stood just before
+    the record's commit (``core.transitions.completed_by_record``)."""
+    seq, token = lock
     if row is None:
         return SettleResult(already_settled=[seq])
     as_read = {**as_aware(row), RECORD_AT: written_at}

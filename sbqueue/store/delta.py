@@ -35,6 +35,7 @@ from sbqueue.store.documents import is_local, local_path
 
 __all__ = [
     "ABSENT",
+    "DELETE_IF",
     "DELTA_CONFLICTS",
     "EXPECT_COLUMN",
     "OP_COLUMN",
@@ -65,8 +66,9 @@ DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
     dx.ProtocolChangedException,
 )
 
-OP_COLUMN = "_op"  # 'upsert', 'delete' or ABSENT
+OP_COLUMN = "_op"  # 'upsert', 'delete', DELETE_IF or ABSENT
 ABSENT = "absent"  # a change row that only checks: no row with its keys exists
+DELETE_IF = "delete_if"  # delete the row if it exists and ``delete_if`` holds; else nothing
 EXPECT_COLUMN = "_expect"  # the row_version read; null for a row that must not exist yet
 _STALE_MARK = "sbqueue-stale-row"
 _VERSION = "row_version"
@@ -207,6 +209,7 @@ def guarded_merge(
     changes: DataFrame,
     columns: Sequence[str],
     match: str = "",
+    delete_if: str = "false",
 ) -> dict[str, int]:
     """Apply ``changes`` in one commit, or raise StaleRead and commit nothing.
 
@@ -220,7 +223,9 @@ def guarded_merge(
     stored ``row_version`` differs from EXPECT_COLUMN (or exists when it was expected not
     to, or vanished when it was expected to exist) makes the MERGE fail before commit. A
     row with OP_COLUMN ``ABSENT`` (and no EXPECT_COLUMN) changes nothing: it only fails the
-    MERGE if a row with its keys exists.
+    MERGE if a row with its keys exists. A row with OP_COLUMN ``DELETE_IF`` deletes the row
+    with its keys if there is one and ``delete_if`` (SQL on ``t`` and ``s``) holds, and
+    otherwise changes nothing, checks nothing: for a change decided without reading the row.
     """
     stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{keys[0]})) AS BIGINT)"
     condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys],
@@ -230,12 +235,14 @@ def guarded_merge(
         DeltaTable.forPath(spark, path)
         .alias("t")
         .merge(changes.alias("s"), condition)
+        .whenMatchedDelete(condition=f"s.{OP_COLUMN} = '{DELETE_IF}' AND ({delete_if})")
         .whenMatchedUpdate(
-            condition=f"s.{EXPECT_COLUMN} IS NULL OR t.{_VERSION} <> s.{EXPECT_COLUMN}",
+            condition=f"s.{OP_COLUMN} <> '{DELETE_IF}' AND "
+                      f"(s.{EXPECT_COLUMN} IS NULL OR t.{_VERSION} <> s.{EXPECT_COLUMN})",
             set={_VERSION: F.expr(stale)},
         )
         .whenMatchedDelete(condition=f"s.{OP_COLUMN} = 'delete'")
-        .whenMatchedUpdate(set=values)
+        .whenMatchedUpdate(condition=f"s.{OP_COLUMN} = 'upsert'", set=values)
         .whenNotMatchedInsert(
             condition=f"s.{EXPECT_COLUMN} IS NOT NULL", values={**values, _VERSION: F.expr(stale)}
         )

@@ -269,6 +269,7 @@ def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
     ("no record of this lock") fail that MERGE, and the receive, reading again, finds the
     message completed instead of handing it out a second time."""
     from sbqueue.engine import receive as rx
+    from sbqueue.engine import receive_small
     from sbqueue.engine.records import append_record
 
     q = _queue(admin, lock_duration="PT5S")
@@ -291,7 +292,8 @@ def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
                 landed.append(1)
             return merge(*args, **kwargs)
 
-        monkeypatch.setattr(rx, "guarded_merge", record_lands_first)
+        monkeypatch.setattr(rx, "guarded_merge", record_lands_first)  # either path decides
+        monkeypatch.setattr(receive_small, "guarded_merge", record_lands_first)
         assert receiver.receive_messages(1, max_wait_time=3) == [] and landed
         assert receiver.peek_messages(5) == []
 

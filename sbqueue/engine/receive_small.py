@@ -1,0 +1,327 @@
+"""A receive of a few messages, decided on the driver (decision 011, step 2b).
+
+The Spark path of ``engine.receive`` ranks candidates with window functions, checkpoints
+the decision, summarises it in a second query and MERGEs from the checkpoint: 15 Spark jobs
+and seconds of planning for a receive of one message. A receive of at most
+``SMALL_RECEIVE`` messages instead collects what it decides on, narrow and bounded, and
+applies the same rules on plain rows:
+
+1. the ledger rows of the lane that can change: cursors, commit markers, completion
+   records and the first message rows not locked (more: the Spark path decides); one
+   top-k. A locked row a record completed is folded without a read (``_folds``);
+2. the inbox rows after the cursors, in commit order, at most ``total + HEAD_ROWS`` of
+   them, with their bodies: one collect (a top-k, no shuffle);
+3. ``core.picking.pick`` and ``core.transitions.receive_outcome`` evaluated per row;
+4. one guarded MERGE whose source is built on the driver (no job of its own).
+
+The messages handed out are built from the rows already read: no body read after the
+commit. What needs the Spark path (sessions, duplicate detection, forwarding claims,
+maintenance's idle cursors, cursor passes, bulk receives) is not decided here, nor is a
+receive whose bounded reads could hide what it should hand out: ``small_receive`` returns
+None and the Spark path decides.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from sbqueue.core.picking import pick
+from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.transitions import (
+    RECORD_AT,
+    Lane,
+    completed_by_record,
+    deliverable,
+    receive_outcome,
+)
+from sbqueue.engine.columns import to_sql
+from sbqueue.engine.receive import (
+    MAX_INDEX,
+    OUTPUT_COLUMNS,
+    STATE_OUT,
+    WINDOW_VERSIONS,
+    Attempt,
+    Cursor,
+    ReceiveResult,
+    after_cursors,
+    as_aware,
+    ledger_slice,
+    merge_scope,
+    pending_or_void,
+    receive_once,
+    utcnow,
+)
+from sbqueue.engine.records import Record, old_record_deletes, record_rows
+from sbqueue.engine.schema import (
+    LEDGER_COLUMNS,
+    LEDGER_KEYS,
+    LEDGER_MATCH,
+    LEDGER_TYPES,
+    LOCATOR,
+    MESSAGE_FIELDS,
+    RECORD,
+    change_frame,
+    owned_rows,
+)
+from sbqueue.store.delta import (
+    ABSENT,
+    DELETE_IF,
+    EXPECT_COLUMN,
+    OP_COLUMN,
+    guarded_merge,
+    read_appended,
+)
+
+__all__ = ["SMALL_RECEIVE", "receive", "small_receive"]
+
+SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
+HEAD_ROWS = 32  # inbox rows read beyond those asked (expired, future, void ones are passed)
+MARKS_READ = 4096  # cursors, commit markers and records a small receive reads at most
+# ``completed_by_record`` on the stored row, with the record's time and token from the fold
+# row (``_folds``): the same rule receives and reads apply to rows they read.
+FOLDED = to_sql(completed_by_record(), {
+    "locked_until_utc": "t.locked_until_utc", RECORD_AT: "s.enqueued_time_utc"}) + \
+    " AND t.lock_token <=> s.lock_token"
+_MESSAGE_COLUMNS = [f.name for f in MESSAGE_FIELDS]
+_HANDED_SCHEMA = StructType([
+    *[StructField(c, LEDGER_TYPES[c]) for c in (*LOCATOR, "sequence_number")],
+    *[StructField(c, LEDGER_TYPES[c]) for c in STATE_OUT]])
+
+
+def decided_here(a: Attempt, lane: str) -> bool:
+    """Whether a receive is small and plain enough to be decided on the driver."""
+    return (0 < a.total <= SMALL_RECEIVE and not a.sessions and a.dedupe is None
+            and a.ctx.transfer_token is None and not a.advance_idle and not a.pass_to
+            and lane in (Lane.MAIN, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER))
+
+
+def receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
+            lane: str = Lane.MAIN) -> ReceiveResult:
+    """One receive attempt: on the driver when it is small and plain, else in Spark."""
+    result = small_receive(spark, ledger_path, inbox_path, a, lane)
+    return result if result is not None else receive_once(spark, ledger_path, inbox_path, a,
+                                                          lane)
+
+
+def small_receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
+                  lane: str) -> ReceiveResult | None:
+    """Run one attempt decided on the driver, or None when it is not for the driver;
+    raises StaleRead or a Delta conflict if it lost a race (as ``receive_once``)."""
+    if not decided_here(a, lane):
+        return None
+    limit = a.total + HEAD_ROWS
+    slice_rows = _ledger_rows(spark, ledger_path, a, lane, limit)
+    if slice_rows is None:
+        return None  # more available rows in the ledger than a small receive reads
+    cursors = [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
+                                            "last_counter", "row_version")))
+               for r in slice_rows if r["row_type"] == "p"]
+    committed = frozenset(str(r["send_id"]) for r in slice_rows if r["row_type"] == "t")
+    found = record_rows([r for r in slice_rows if r["row_type"] == RECORD])
+    recorded = {(p, s, t): at for p, s, t, at in found}
+    candidates = [_ledger_candidate(r, recorded) for r in slice_rows if r["row_type"] == "m"]
+    complete_head, end = True, 0
+    if lane == Lane.MAIN:
+        start = min((c.version for c in cursors), default=0)
+        end = min(a.latest_version, start + WINDOW_VERSIONS)
+        head = _inbox_head(spark, inbox_path, cursors, start, end, a, limit)
+        complete_head = len(head) < limit
+        candidates += _inbox_candidates(head, cursors, committed, a)
+    pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
+         random.randrange(1 << 16), dict(a.pass_to))
+    changes = [_decide(row, a) for row in candidates]
+    if not complete_head and sum(1 for c in changes if c["_handed"]) < a.total:
+        return None  # a cut head may hide deliverable rows of other partitions
+    writes = [c for c in changes if c[OP_COLUMN] is not None]
+    writes += _guard_rows(changes) + old_record_deletes(found, lane, a.ctx.now)
+    writes += _folds(found, {(int(c["partition_id"]), int(c["sequence_number"]))
+                             for c in changes if c["origin"] == "ledger"}, lane)
+    if lane == Lane.MAIN:
+        writes += _cursor_moves(changes, cursors, end, a, complete_head)
+    return _commit(spark, ledger_path, a, changes, writes, complete_head)
+
+
+def _ledger_rows(spark: SparkSession, ledger_path: str, a: Attempt, lane: str, limit: int
+                 ) -> list[dict[str, Any]] | None:
+    """The ledger rows a small receive decides on, in one scan and one job (a top-k): the
+    cursors, commit markers and completion records first, then the first ``limit`` message
+    rows not locked, by sequence number. None when there are more of either than it reads.
+    Locked rows are not read: they cannot change, except by a record, which folds them
+    without a read (``_folds``)."""
+    free = F.col("locked_until_utc").isNull() | (
+        F.col("locked_until_utc") <= F.lit(a.ctx.now).cast("timestamp"))
+    is_message = F.col("row_type") == "m"
+    cap = MARKS_READ + limit + 1
+    rows = (ledger_slice(spark, ledger_path, a, lane).where(~is_message | free)
+            .orderBy(is_message, "sequence_number").limit(cap).collect())
+    out = [as_aware(r) for r in rows]
+    messages = sum(1 for r in out if r["row_type"] == "m")
+    return None if len(out) == cap or messages > limit else out
+
+
+def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[dict[str, Any]]:
+    """For each completion record whose message row was not read (it is locked): delete
+    that row if the record completed it (``completed_by_record``, checked in the MERGE on the
+    row as it stands). One per message: the newest record's token, the likelier current."""
+    newest: dict[tuple[int, int], Record] = {}
+    for record in found:
+        key = (record[0], record[1])
+        if key not in read and (key not in newest or record[3] > newest[key][3]):
+            newest[key] = record
+    out = []
+    for partition, seq, token, at in newest.values():
+        row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+        row.update({"partition_id": partition, "lane": lane, "sequence_number": seq,
+                    "row_type": "m", "row_version": 0, "lock_token": token,
+                    "enqueued_time_utc": at, EXPECT_COLUMN: None, OP_COLUMN: DELETE_IF})
+        out.append(row)
+    return out
+
+
+def _inbox_head(spark: SparkSession, inbox_path: str, cursors: list[Cursor], start: int,
+                end: int, a: Attempt, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` inbox rows after the cursors, in commit order, whole (bodies
+    too): a prefix of each partition's rows, read in one job."""
+    rows = read_appended(
+        spark, inbox_path, start - 1, end,
+        F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
+    ).where(after_cursors(cursors)).select(
+        *LOCATOR[:-1], *_MESSAGE_COLUMNS, "batch_index", "_commit_version",
+    ).orderBy("_commit_version", "batch_index").limit(limit).collect()
+    return [as_aware(r) for r in rows]
+
+
+def _ledger_candidate(row: dict[str, Any], recorded: dict[tuple[int, int, str], Any]
+                      ) -> dict[str, Any]:
+    token = row["lock_token"]
+    key = (int(row["partition_id"]), int(row["sequence_number"]), str(token))
+    return {**row, "origin": "ledger", "_commit_version": None, "_index": None,
+            "_counter": None, "_p_version": None, "_pending": False, "_void": False,
+            RECORD_AT: recorded.get(key) if token is not None else None}
+
+
+def _inbox_candidates(head: list[dict[str, Any]], cursors: list[Cursor],
+                      committed: frozenset[str], a: Attempt) -> list[dict[str, Any]]:
+    """Head rows numbered after each partition's cursor counter, in commit order."""
+    by_partition = {c.partition: c for c in cursors}
+    ranks: dict[int, int] = {}
+    out = []
+    for r in head:
+        partition = int(r["partition_id"])
+        cursor = by_partition[partition]
+        ranks[partition] = ranks.get(partition, 0) + 1
+        counter = cursor.counter + ranks[partition]
+        pending, void = pending_or_void(str(r["send_id"]), r["enqueued_time_utc"], committed,
+                                        a.ctx.now)
+        row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+        row.update({c: r[c] for c in row if c in r})
+        row.update({
+            "sequence_number": (partition << COUNTER_BITS) + counter, "row_type": "m",
+            "row_version": 0, "state": "Active", "delivery_count": 0, "lane": None,
+            "origin": "inbox", "_commit_version": r["_commit_version"],
+            "_index": r["batch_index"], "_counter": counter, "_p_version": cursor.p_version,
+            "_pending": pending, "_void": void, RECORD_AT: None, "_message": r})
+        out.append(row)
+    return out
+
+
+def _decide(row: dict[str, Any], a: Attempt) -> dict[str, Any]:
+    """The row after ``receive_outcome``, with what was read kept alongside."""
+    row.update({"_new_token": str(uuid.uuid4()), "_old_lane": row["lane"],
+                "_old_token": row["lock_token"], "_read_version": row["row_version"]})
+    outcome = {name: expr.evaluate(row) for name, expr in receive_outcome(a.ctx).items()}
+    decided = {**row, **outcome}
+    decided[EXPECT_COLUMN] = row["_read_version"] if row["origin"] == "ledger" else None
+    return decided
+
+
+def _guard_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """"No completion record of this lock exists", for every locked row changed without a
+    record read (as ``engine.receive._no_new_records``)."""
+    out = []
+    for c in changes:
+        if c[OP_COLUMN] is not None and c["origin"] == "ledger" \
+                and c["_old_token"] is not None and c[RECORD_AT] is None:
+            row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+            row.update({"partition_id": c["partition_id"], "lane": c["_old_lane"],
+                        "sequence_number": c["sequence_number"], "row_type": RECORD,
+                        "row_version": 0, "lock_token": c["_old_token"],
+                        EXPECT_COLUMN: None, OP_COLUMN: ABSENT})
+            out.append(row)
+    return out
+
+
+def _p_row(partition: int, version: int, index: int, counter: int, p_version: int
+           ) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+    row.update({"partition_id": partition, "lane": Lane.MAIN,
+                "sequence_number": partition << COUNTER_BITS, "row_type": "p",
+                "row_version": p_version + 1, "cursor_version": version,
+                "cursor_index": index, "last_counter": counter,
+                EXPECT_COLUMN: p_version, OP_COLUMN: "upsert"})
+    return row
+
+
+def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int, a: Attempt,
+                  complete_head: bool) -> list[dict[str, Any]]:
+    """p rows: each partition's cursor to the last inbox row passed; partitions without
+    inbox rows past the window's end when the window stopped short of the newest commit
+    (only when the head was read whole: a cut head says nothing of what lies beyond)."""
+    moves = [_p_row(c["partition_id"], c["_commit_version"], c["_index"], c["_counter"],
+                    c["_p_version"]) for c in changes if c["_cursor_to"]]
+    if complete_head and end < a.latest_version:
+        busy = {c["partition_id"] for c in changes if c["origin"] == "inbox"}
+        moves += [_p_row(c.partition, end, MAX_INDEX, c.counter, c.p_version)
+                  for c in cursors
+                  if c.partition not in busy and (c.version, c.position) < (end, MAX_INDEX)]
+    return moves
+
+
+def _commit(spark: SparkSession, ledger_path: str, a: Attempt, changes: list[dict[str, Any]],
+            writes: list[dict[str, Any]], complete_head: bool) -> ReceiveResult:
+    handed = [c for c in changes if c["_handed"]]
+    told = None
+    if writes:
+        spans: dict[tuple[int, str], tuple[int, int]] = {}
+        for w in writes:
+            key = (int(w["partition_id"]), str(w.get("_old_lane") or w["lane"]))
+            seq = int(w["sequence_number"])
+            low, high = spans.get(key, (seq, seq))
+            spans[key] = (min(low, seq), max(high, seq))
+        guarded_merge(spark, ledger_path,
+                      merge_scope([(p, lane, lo, hi) for (p, lane), (lo, hi) in spans.items()]),
+                      LEDGER_KEYS, change_frame(spark, writes), LEDGER_COLUMNS, LEDGER_MATCH,
+                      FOLDED)
+        told = min(a.ctx.locked_until, utcnow() + a.lock_duration)
+    left = dict.fromkeys(a.partitions, 0)
+    for c in changes:
+        left[int(c["partition_id"])] = max(left[int(c["partition_id"])], int(c["_left"]))
+    if not complete_head:  # what lies past a cut head is unknown
+        left = {p: n for p, n in left.items() if n}
+    return ReceiveResult(
+        handed=_handed_frame(spark, handed),
+        locators=sorted({(int(c["partition_id"]), int(c["segment"]), str(c["send_id"]))
+                         for c in handed if c["segment"] is not None}),
+        count=len(handed), left=left, committed=bool(writes),
+        locked_until=told if a.ctx.peek_lock else None,
+        messages=[_message(c) for c in handed] if all("_message" in c for c in handed)
+        else None)
+
+
+def _handed_frame(spark: SparkSession, handed: list[dict[str, Any]]) -> DataFrame:
+    names = _HANDED_SCHEMA.fieldNames()
+    return spark.createDataFrame([tuple(c[n] for n in names) for c in handed], _HANDED_SCHEMA)
+
+
+def _message(change: dict[str, Any]) -> dict[str, Any]:
+    """A handed-out row as ``with_bodies`` would give it: the message as read, its state as
+    decided (``locked_until_utc`` is set from what the caller is told)."""
+    message = change["_message"]
+    return {c: change[c] if c in ("sequence_number", "partition_id", *STATE_OUT)
+            else message.get(c) for c in OUTPUT_COLUMNS}
