@@ -14,17 +14,18 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType
+from pyspark.sql.types import DataType, StructType
 
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
 
-__all__ = ["project", "sql_literal", "to_column", "to_sql"]
+__all__ = ["project", "sql_literal", "to_column", "to_sql", "values_frame"]
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+INLINE_ROWS = 1000  # rows ``values_frame`` writes as SQL at most
 
 
 def sql_literal(value: Any) -> str:
@@ -49,7 +50,27 @@ def sql_literal(value: Any) -> str:
         # rule of the SQL parser can then change it.
         encoded = base64.b64encode(value.encode()).decode()
         return f"decode(unbase64('{encoded}'), 'UTF-8')"
+    if isinstance(value, (bytes, bytearray)):
+        return f"unbase64('{base64.b64encode(bytes(value)).decode()}')"
     raise ValueError(f"cannot write {value!r} as a SQL literal")
+
+
+def values_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType
+                 ) -> DataFrame:
+    """Rows built on the driver as an inline table (SQL ``VALUES``): a local relation, which
+    a MERGE joins without a Spark job to broadcast it (a DataFrame made from Python rows is
+    an RDD, collected by a job of its own). Naive times are the process's local time, as
+    ``createDataFrame`` reads them."""
+    names = schema.fieldNames()
+    typed = ", ".join(f"CAST(c{i} AS {f.dataType.simpleString()}) AS `{f.name}`"
+                      for i, f in enumerate(schema.fields))
+    if not rows or len(rows) > INLINE_ROWS:  # SQL text of thousands of rows parses slowly
+        return spark.createDataFrame(rows, schema)
+    values = ", ".join(
+        "(" + ", ".join(sql_literal(v.astimezone() if isinstance(v, datetime) and v.tzinfo
+                                    is None else v) for v in row) + ")" for row in rows)
+    columns = ", ".join(f"c{i}" for i in range(len(names)))
+    return spark.sql(f"SELECT {typed} FROM VALUES {values} AS v({columns})")
 
 
 def to_sql(expr: Expr, names: Mapping[str, str] | None = None) -> str:

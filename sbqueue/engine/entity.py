@@ -47,6 +47,7 @@ from sbqueue.core.transitions import (
     deferred_valid,
 )
 from sbqueue.engine.group import Group, group_for
+from sbqueue.engine.numbers import send_numbers
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
 from sbqueue.engine.receive import (
@@ -515,7 +516,12 @@ class Entity:
         return with_bodies(self.spark, self.inbox_path, result)
 
     def sequence_numbers(self, send_id: str) -> list[int]:
-        """The sequence numbers of the messages one send stored, in send order (S3.4)."""
+        """The sequence numbers of the messages one send stored, in send order (S3.4): from
+        the heads of its partitions (``engine.numbers``), else from the view."""
+        if self.dedupe is None and self.target is None:
+            found = send_numbers(self.spark, self.inbox_path, self.ledger_path, send_id)
+            if found is not None:
+                return found
         rows = (self.messages(internal=True).where(F.col("_send_id") == send_id)
                 .orderBy("_batch_index").select("sequence_number").collect())
         return [int(r[0]) for r in rows]

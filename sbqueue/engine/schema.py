@@ -36,6 +36,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from sbqueue.engine.columns import values_frame
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
 
 __all__ = [
@@ -207,8 +208,9 @@ def copy_of(target: str | None) -> Column:
 
 def change_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
     """Full ledger rows built on the driver, each with EXPECT_COLUMN and OP_COLUMN, as the
-    source of a guarded MERGE (``store.delta.guarded_merge``). No Spark job."""
+    source of a guarded MERGE (``store.delta.guarded_merge``): an inline table, no Spark
+    job to make it or to broadcast it."""
     schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
                          StructField(OP_COLUMN, StringType())])
-    return spark.createDataFrame([tuple(r.get(c) for c in schema.fieldNames()) for r in rows],
-                                 schema)
+    return values_frame(spark, [tuple(r.get(c) for c in schema.fieldNames()) for r in rows],
+                        schema)

@@ -1,0 +1,47 @@
+"""S3.1, S3.4, S8.4: a send's sequence numbers read from its partitions' heads
+(``engine.numbers``, decision 011) are the numbers the view gives and receives hand out,
+before and after the cursor passes the rows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyspark.sql import functions as F
+
+from sbqueue.engine.numbers import send_numbers
+
+pytestmark = pytest.mark.spark
+
+
+def view_numbers(entity, send_id: str) -> list[int]:
+    rows = (entity.messages(internal=True).where(F.col("_send_id") == send_id)
+            .orderBy("_batch_index").select("sequence_number").collect())
+    return [int(r[0]) for r in rows]
+
+
+def test_s3_4_a_schedules_numbers_from_the_heads_match_the_view(spark, admin,
+                                                                 namespace_root) -> None:
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+
+    admin.create_queue("q", enable_partitioning=True)
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("q")
+        sender.send_messages([ServiceBusMessage(f"a{i}", partition_key="k") for i in range(5)])
+        receiver = client.get_queue_receiver("q", max_wait_time=5)
+        assert len(receiver.receive_messages(2)) == 2  # the cursor moves into the backlog
+        entity = sender._entity
+        seqs = sender.schedule_messages(
+            [ServiceBusMessage(f"s{i}", partition_key=k) for i, k in enumerate("kkxy")], later)
+        [send_id] = [r[0] for r in entity.messages(internal=True)
+                     .where(F.col("sequence_number") == seqs[0]).select("_send_id").collect()]
+        assert send_numbers(spark, entity.inbox_path, entity.ledger_path, send_id) \
+            == view_numbers(entity, send_id) == seqs
+        assert len(set(seqs)) == 4 and all(s >> 48 == seqs[0] >> 48 for s in seqs[:2])
+        # The cursor passes them (stored in the scheduled lane): the same numbers.
+        while receiver.receive_messages(10):
+            pass
+        assert send_numbers(spark, entity.inbox_path, entity.ledger_path, send_id) == seqs
+        sender.cancel_scheduled_messages(seqs[1])
+        assert view_numbers(entity, send_id) == [seqs[0], *seqs[2:]]
