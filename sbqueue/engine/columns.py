@@ -50,9 +50,20 @@ def sql_literal(value: Any) -> str:
         # rule of the SQL parser can then change it.
         encoded = base64.b64encode(value.encode()).decode()
         return f"decode(unbase64('{encoded}'), 'UTF-8')"
-    if isinstance(value, (bytes, bytearray)):
-        return f"unbase64('{base64.b64encode(bytes(value)).decode()}')"
     raise ValueError(f"cannot write {value!r} as a SQL literal")
+
+
+def _inline_literal(value: Any) -> str:
+    """A literal an inline table accepts (only constant-foldable expressions: text and
+    bytes as hexadecimal binary literals, never a function call such as ``decode``)."""
+    if isinstance(value, str) and not (value.replace("_", "").replace("-", "").isalnum()
+                                       and value.isascii()):
+        return f"CAST(X'{value.encode().hex()}' AS STRING)"
+    if isinstance(value, (bytes, bytearray)):
+        return f"X'{bytes(value).hex()}'"
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return sql_literal(value.astimezone())  # naive: the process's local time
+    return sql_literal(value)
 
 
 def values_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: StructType
@@ -66,9 +77,7 @@ def values_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Struc
                       for i, f in enumerate(schema.fields))
     if not rows or len(rows) > INLINE_ROWS:  # SQL text of thousands of rows parses slowly
         return spark.createDataFrame(rows, schema)
-    values = ", ".join(
-        "(" + ", ".join(sql_literal(v.astimezone() if isinstance(v, datetime) and v.tzinfo
-                                    is None else v) for v in row) + ")" for row in rows)
+    values = ", ".join("(" + ", ".join(_inline_literal(v) for v in row) + ")" for row in rows)
     columns = ", ".join(f"c{i}" for i in range(len(names)))
     return spark.sql(f"SELECT {typed} FROM VALUES {values} AS v({columns})")
 

@@ -16,7 +16,7 @@ applies the same rules on plain rows:
 
 The messages handed out are built from the rows already read: no body read after the
 commit. What needs the Spark path (sessions, duplicate detection, forwarding claims,
-maintenance's idle cursors, cursor passes, bulk receives) is not decided here, nor is a
+maintenance's idle cursors, bulk receives) is not decided here, nor is a
 receive whose bounded reads could hide what it should hand out: ``small_receive`` returns
 None and the Spark path decides.
 """
@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from sbqueue.core.picking import pick
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sequence import COUNTER_BITS, counter_of
 from sbqueue.core.transitions import (
     RECORD_AT,
     Lane,
@@ -88,7 +88,10 @@ MARKS_READ = 4096  # cursors, commit markers and records a small receive reads a
 FOLDED = to_sql(completed_by_record(), {
     "locked_until_utc": "t.locked_until_utc", RECORD_AT: "s.enqueued_time_utc"}) + \
     " AND t.lock_token <=> s.lock_token"
+SMALL_PASS = 4096  # inbox rows a cursor pass decided on the driver reads at most
 _MESSAGE_COLUMNS = [f.name for f in MESSAGE_FIELDS]
+_NARROW_COLUMNS = ["message_id", "session_id", "enqueued_time_utc",
+                   "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes"]
 _HANDED_SCHEMA = StructType([
     *[StructField(c, LEDGER_TYPES[c]) for c in (*LOCATOR, "sequence_number")],
     *[StructField(c, LEDGER_TYPES[c]) for c in STATE_OUT]])
@@ -96,8 +99,10 @@ _HANDED_SCHEMA = StructType([
 
 def decided_here(a: Attempt, lane: str) -> bool:
     """Whether a receive is small and plain enough to be decided on the driver."""
-    return (0 < a.total <= SMALL_RECEIVE and not a.sessions and a.dedupe is None
-            and a.ctx.transfer_token is None and not a.advance_idle and not a.pass_to
+    asked = 0 < a.total <= SMALL_RECEIVE and not a.pass_to
+    passing = a.total == 0 and bool(a.pass_to) and lane == Lane.MAIN  # a cursor pass only
+    return ((asked or passing) and not a.sessions and a.dedupe is None
+            and a.ctx.transfer_token is None and not a.advance_idle
             and lane in (Lane.MAIN, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER))
 
 
@@ -130,7 +135,14 @@ def small_receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Att
     if lane == Lane.MAIN:
         start = min((c.version for c in cursors), default=0)
         end = min(a.latest_version, start + WINDOW_VERSIONS)
-        head = _inbox_head(spark, inbox_path, cursors, start, end, a, limit)
+        if a.pass_to:  # every row up to each target, narrow: nothing is handed out
+            counters = {c.partition: c.counter for c in cursors}
+            limit = HEAD_ROWS + sum(max(0, counter_of(seq) - counters.get(p, 0))
+                                    for p, seq in a.pass_to)
+            if limit > SMALL_PASS:
+                return None
+        head = _inbox_head(spark, inbox_path, cursors, start, end, a, limit,
+                           bodies=not a.pass_to)
         complete_head = len(head) < limit
         candidates += _inbox_candidates(head, cursors, committed, a)
     pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
@@ -185,14 +197,16 @@ def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[d
 
 
 def _inbox_head(spark: SparkSession, inbox_path: str, cursors: list[Cursor], start: int,
-                end: int, a: Attempt, limit: int) -> list[dict[str, Any]]:
-    """The first ``limit`` inbox rows after the cursors, in commit order, whole (bodies
-    too): a prefix of each partition's rows, read in one job."""
+                end: int, a: Attempt, limit: int, bodies: bool = True
+                ) -> list[dict[str, Any]]:
+    """The first ``limit`` inbox rows after the cursors, in commit order, whole (without
+    ``bodies``: the columns a decision reads): a prefix of each partition's rows, one job."""
+    columns = _MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
     rows = read_appended(
         spark, inbox_path, start - 1, end,
         F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
     ).where(after_cursors(cursors)).select(
-        *LOCATOR[:-1], *_MESSAGE_COLUMNS, "batch_index", "_commit_version",
+        *LOCATOR[:-1], *columns, "batch_index", "_commit_version",
     ).orderBy("_commit_version", "batch_index").limit(limit).collect()
     return [as_aware(r) for r in rows]
 
