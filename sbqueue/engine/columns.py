@@ -44,7 +44,7 @@ def sql_literal(value: Any) -> str:
         micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
         return f"make_dt_interval(0, 0, 0, {micros} / 1000000.0)"
     if isinstance(value, str):
-        if value.replace("_", "").replace("-", "").isalnum() and value.isascii():
+        if _plain(value):
             return f"'{value}'"
         # Any other text (a user's dead-letter reason, say) travels as base64: no escaping
         # rule of the SQL parser can then change it.
@@ -53,11 +53,15 @@ def sql_literal(value: Any) -> str:
     raise ValueError(f"cannot write {value!r} as a SQL literal")
 
 
+def _plain(text: str) -> bool:
+    """Text that can stand between quotes as it is (no escaping rule can change it)."""
+    return text.replace("_", "").replace("-", "").isalnum() and text.isascii()
+
+
 def _inline_literal(value: Any) -> str:
     """A literal an inline table accepts (only constant-foldable expressions: text and
     bytes as hexadecimal binary literals, never a function call such as ``decode``)."""
-    if isinstance(value, str) and not (value.replace("_", "").replace("-", "").isalnum()
-                                       and value.isascii()):
+    if isinstance(value, str) and not _plain(value):
         return f"CAST(X'{value.encode().hex()}' AS STRING)"
     if isinstance(value, (bytes, bytearray)):
         return f"X'{bytes(value).hex()}'"
@@ -72,13 +76,12 @@ def values_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: Struc
     a MERGE joins without a Spark job to broadcast it (a DataFrame made from Python rows is
     an RDD, collected by a job of its own). Naive times are the process's local time, as
     ``createDataFrame`` reads them."""
-    names = schema.fieldNames()
-    typed = ", ".join(f"CAST(c{i} AS {f.dataType.simpleString()}) AS `{f.name}`"
-                      for i, f in enumerate(schema.fields))
     if not rows or len(rows) > INLINE_ROWS:  # SQL text of thousands of rows parses slowly
         return spark.createDataFrame(rows, schema)
+    typed = ", ".join(f"CAST(c{i} AS {f.dataType.simpleString()}) AS `{f.name}`"
+                      for i, f in enumerate(schema.fields))
     values = ", ".join("(" + ", ".join(_inline_literal(v) for v in row) + ")" for row in rows)
-    columns = ", ".join(f"c{i}" for i in range(len(names)))
+    columns = ", ".join(f"c{i}" for i in range(len(schema.fields)))
     return spark.sql(f"SELECT {typed} FROM VALUES {values} AS v({columns})")
 
 

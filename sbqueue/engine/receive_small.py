@@ -40,7 +40,7 @@ from sbqueue.core.transitions import (
     deliverable,
     receive_outcome,
 )
-from sbqueue.engine.columns import to_sql
+from sbqueue.engine.columns import to_sql, values_frame
 from sbqueue.engine.receive import (
     MAX_INDEX,
     OUTPUT_COLUMNS,
@@ -67,6 +67,7 @@ from sbqueue.engine.schema import (
     MESSAGE_FIELDS,
     RECORD,
     change_frame,
+    ledger_row,
     owned_rows,
 )
 from sbqueue.store.delta import (
@@ -186,14 +187,10 @@ def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[d
         key = (record[0], record[1])
         if key not in read and (key not in newest or record[3] > newest[key][3]):
             newest[key] = record
-    out = []
-    for partition, seq, token, at in newest.values():
-        row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-        row.update({"partition_id": partition, "lane": lane, "sequence_number": seq,
-                    "row_type": "m", "row_version": 0, "lock_token": token,
-                    "enqueued_time_utc": at, EXPECT_COLUMN: None, OP_COLUMN: DELETE_IF})
-        out.append(row)
-    return out
+    return [ledger_row(partition_id=partition, lane=lane, sequence_number=seq, row_type="m",
+                       row_version=0, lock_token=token, enqueued_time_utc=at,
+                       **{EXPECT_COLUMN: None, OP_COLUMN: DELETE_IF})
+            for partition, seq, token, at in newest.values()]
 
 
 def _inbox_head(spark: SparkSession, inbox_path: str, cursors: list[Cursor], start: int,
@@ -233,8 +230,7 @@ def _inbox_candidates(head: list[dict[str, Any]], cursors: list[Cursor],
         counter = cursor.counter + ranks[partition]
         pending, void = pending_or_void(str(r["send_id"]), r["enqueued_time_utc"], committed,
                                         a.ctx.now)
-        row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-        row.update({c: r[c] for c in row if c in r})
+        row = ledger_row(**{c: r[c] for c in LEDGER_COLUMNS if c in r})
         row.update({
             "sequence_number": (partition << COUNTER_BITS) + counter, "row_type": "m",
             "row_version": 0, "state": "Active", "delivery_count": 0, "lane": None,
@@ -258,28 +254,19 @@ def _decide(row: dict[str, Any], a: Attempt) -> dict[str, Any]:
 def _guard_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """"No completion record of this lock exists", for every locked row changed without a
     record read (as ``engine.receive._no_new_records``)."""
-    out = []
-    for c in changes:
-        if c[OP_COLUMN] is not None and c["origin"] == "ledger" \
-                and c["_old_token"] is not None and c[RECORD_AT] is None:
-            row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-            row.update({"partition_id": c["partition_id"], "lane": c["_old_lane"],
-                        "sequence_number": c["sequence_number"], "row_type": RECORD,
-                        "row_version": 0, "lock_token": c["_old_token"],
-                        EXPECT_COLUMN: None, OP_COLUMN: ABSENT})
-            out.append(row)
-    return out
+    return [ledger_row(partition_id=c["partition_id"], lane=c["_old_lane"],
+                       sequence_number=c["sequence_number"], row_type=RECORD, row_version=0,
+                       lock_token=c["_old_token"], **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT})
+            for c in changes if c[OP_COLUMN] is not None and c["origin"] == "ledger"
+            and c["_old_token"] is not None and c[RECORD_AT] is None]
 
 
 def _p_row(partition: int, version: int, index: int, counter: int, p_version: int
            ) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-    row.update({"partition_id": partition, "lane": Lane.MAIN,
-                "sequence_number": partition << COUNTER_BITS, "row_type": "p",
-                "row_version": p_version + 1, "cursor_version": version,
-                "cursor_index": index, "last_counter": counter,
-                EXPECT_COLUMN: p_version, OP_COLUMN: "upsert"})
-    return row
+    return ledger_row(partition_id=partition, lane=Lane.MAIN,
+                      sequence_number=partition << COUNTER_BITS, row_type="p",
+                      row_version=p_version + 1, cursor_version=version, cursor_index=index,
+                      last_counter=counter, **{EXPECT_COLUMN: p_version, OP_COLUMN: "upsert"})
 
 
 def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int, a: Attempt,
@@ -330,7 +317,7 @@ def _commit(spark: SparkSession, ledger_path: str, a: Attempt, changes: list[dic
 
 def _handed_frame(spark: SparkSession, handed: list[dict[str, Any]]) -> DataFrame:
     names = _HANDED_SCHEMA.fieldNames()
-    return spark.createDataFrame([tuple(c[n] for n in names) for c in handed], _HANDED_SCHEMA)
+    return values_frame(spark, [tuple(c[n] for n in names) for c in handed], _HANDED_SCHEMA)
 
 
 def _message(change: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.sequence import partition_of
 from sbqueue.engine.columns import sql_literal
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, RECORD
+from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, RECORD, ledger_row
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, append
 
 __all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "append_record",
@@ -65,14 +65,11 @@ def append_records(spark: SparkSession, ledger_path: str, lane: str,
                    locks: list[tuple[int, str]], written_at: datetime, tag: str) -> None:
     """Append records of (sequence number, token): one Delta commit that conflicts with
     nothing, found in the table's history by ``tag``."""
-    rows = []
-    for seq, token in locks:
-        row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-        row.update({"partition_id": partition_of(seq), "lane": lane, "sequence_number": seq,
-                    "row_type": RECORD, "row_version": 0, "lock_token": token,
-                    "enqueued_time_utc": written_at})
-        rows.append(tuple(row[c] for c in LEDGER_COLUMNS))
-    append(spark.createDataFrame(rows, LEDGER_SCHEMA), ledger_path, tag=tag)
+    rows = [ledger_row(partition_id=partition_of(seq), lane=lane, sequence_number=seq,
+                       row_type=RECORD, row_version=0, lock_token=token,
+                       enqueued_time_utc=written_at) for seq, token in locks]
+    append(spark.createDataFrame([tuple(r[c] for c in LEDGER_COLUMNS) for r in rows],
+                                 LEDGER_SCHEMA), ledger_path, tag=tag)
 
 
 def append_record(spark: SparkSession, ledger_path: str, lane: str, seq: int, token: str,
@@ -100,12 +97,7 @@ def old_record_deletes(records: list[Record], lane: str, now: datetime
     """Delete rows (EXPECT_COLUMN, OP_COLUMN) of the records written before ``now -
     RECORD_KEEP``: by then the message each completed is gone (folded) or the record counted
     for nothing."""
-    out = []
-    for partition, seq, token, at in records:
-        if at < now - RECORD_KEEP:
-            row: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
-            row.update({"partition_id": partition, "lane": lane, "sequence_number": seq,
-                        "row_type": RECORD, "row_version": 0, "lock_token": token,
-                        EXPECT_COLUMN: 0, OP_COLUMN: "delete"})
-            out.append(row)
-    return out
+    return [ledger_row(partition_id=partition, lane=lane, sequence_number=seq,
+                       row_type=RECORD, row_version=0, lock_token=token,
+                       **{EXPECT_COLUMN: 0, OP_COLUMN: "delete"})
+            for partition, seq, token, at in records if at < now - RECORD_KEEP]

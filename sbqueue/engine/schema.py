@@ -58,6 +58,7 @@ __all__ = [
     "change_frame",
     "copy_of",
     "dead_letter_mark",
+    "ledger_row",
     "owned_rows",
     "owned_rows_sql",
 ]
@@ -204,6 +205,12 @@ def copy_of(target: str | None) -> Column:
     if target is None:
         return F.lit(0).cast("long")
     return F.col("batch_index").bitwiseAND((1 << COPY_BITS) - 1)
+
+
+def ledger_row(**values: Any) -> dict[str, Any]:
+    """A ledger row built on the driver: every ledger column, ``values`` set, the rest
+    NULL (a change row adds EXPECT_COLUMN and OP_COLUMN among ``values``)."""
+    return {**dict.fromkeys(LEDGER_COLUMNS), **values}
 
 
 def change_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
