@@ -25,8 +25,9 @@ from typing import Any
 from common import measured, median, run_parts
 from delta.tables import DeltaTable
 
-from sbqueue.engine import Namespace, receive, settle
+from sbqueue.engine import Namespace
 from sbqueue.management import ServiceBusAdministrationClient
+from sbqueue.store.delta import Table
 
 BODY = "repeat('x', 1000)"
 
@@ -114,7 +115,7 @@ def _cpu_ticks() -> tuple[int, int]:
 def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
     attempts = {"ok": 0, "aborted": 0}
     lock = threading.Lock()
-    original = receive.guarded_merge
+    original = Table.merge
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -127,7 +128,7 @@ def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
             attempts["ok"] += 1
         return result
 
-    receive.guarded_merge = settle.guarded_merge = counted  # type: ignore[attr-defined]
+    Table.merge = counted  # type: ignore[method-assign]
     done = [0]
 
     def worker() -> None:
@@ -147,7 +148,7 @@ def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
         t.join()
     seconds = time.perf_counter() - start
     busy, total_ticks = (a - b for a, b in zip(_cpu_ticks(), cpu_before, strict=True))
-    receive.guarded_merge = settle.guarded_merge = original  # type: ignore[attr-defined]
+    Table.merge = original  # type: ignore[method-assign]
     total = attempts["ok"] + attempts["aborted"]
     return {"messages": done[0], "seconds": round(seconds, 1),
             "messages_per_s": round(done[0] / seconds, 1), "commits": attempts["ok"],

@@ -27,6 +27,14 @@ def _client(namespace: str) -> Any:
     return ServiceBusClient(namespace, spark=quiet_session())
 
 
+def _receiver(namespace: str, queue: str, dead_letter: bool, **options: Any) -> Any:
+    """A receiver of QUEUE, or of its dead-letter queue."""
+    from sbqueue.client import ServiceBusSubQueue
+
+    return _client(namespace).get_queue_receiver(
+        queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER if dead_letter else None, **options)
+
+
 def _message(spec: dict[str, Any]) -> Any:
     """A ServiceBusMessage from a JSON object: ``body`` plus any property of S2.1."""
     from sbqueue.client import ServiceBusMessage
@@ -142,9 +150,7 @@ def receive(namespace: str, queue: str, max_count: int, wait: float, peek_lock: 
     """Receive up to --max messages from QUEUE (locked until their lock expires unless
     --complete)."""
     mode = "peek_lock" if peek_lock else "receive_and_delete"
-    with _client(namespace).get_queue_receiver(
-            queue, sub_queue="deadletter" if dlq else None, receive_mode=mode,
-            max_wait_time=wait) as receiver:
+    with _receiver(namespace, queue, dlq, receive_mode=mode, max_wait_time=wait) as receiver:
         messages = receiver.receive_messages(max_count)
         if complete and peek_lock:
             for message in messages:
@@ -160,7 +166,6 @@ def receive(namespace: str, queue: str, max_count: int, wait: float, peek_lock: 
 @click.option("--json", "as_json", is_flag=True)
 def peek(namespace: str, queue: str, max_count: int, dlq: bool, as_json: bool) -> None:
     """Show up to --max messages of QUEUE without locking or changing them (S9)."""
-    with _client(namespace).get_queue_receiver(
-            queue, sub_queue="deadletter" if dlq else None) as receiver:
+    with _receiver(namespace, queue, dlq) as receiver:
         messages = receiver.peek_messages(max_count)
     _show(messages, as_json, f"peek {queue}")

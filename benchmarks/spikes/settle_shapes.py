@@ -108,7 +108,7 @@ def run(rounds: int) -> dict[str, Any]:
 def _merge(spark: Any, q: Any, lock: tuple[int, str]) -> Any:
     """The guarded MERGE path of one settlement (read, checkpoint, verdicts, MERGE)."""
     ctx = SettleContext(now=datetime.now(timezone.utc), kind="complete", max_delivery_count=10)
-    return apply_by_sequence(spark, q.ledger_path, [lock], ("main", "deferred"),
+    return apply_by_sequence(q.ledger, [lock], ("main", "deferred"),
                              settle_valid(ctx.now), settle_outcome(ctx))
 
 

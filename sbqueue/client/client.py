@@ -20,11 +20,8 @@ from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
 from sbqueue.client.transaction import ServiceBusTransaction
 from sbqueue.core.connection import parse_endpoint
-from sbqueue.core.names import (
-    DEAD_LETTER_SUFFIX,
-    SUBSCRIPTIONS_SEGMENT,
-    TRANSFER_DEAD_LETTER_SUFFIX,
-)
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.subqueues import SubQueue
 from sbqueue.engine.namespace import Namespace
 from sbqueue.exceptions import InvalidOperationError
 
@@ -32,10 +29,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["ServiceBusClient"]
-
-_SUFFIXES = {ServiceBusSubQueue.DEAD_LETTER: DEAD_LETTER_SUFFIX,
-             ServiceBusSubQueue.TRANSFER_DEAD_LETTER: TRANSFER_DEAD_LETTER_SUFFIX}
-
 
 class ServiceBusClient:
     """A namespace's senders and receivers. ``spark=None``: the active SparkSession, or a
@@ -66,7 +59,7 @@ class ServiceBusClient:
 
     def get_queue_sender(self, queue_name: str, **_: Any) -> ServiceBusSender:
         """A sender to ``queue_name``; MessagingEntityNotFound if it does not exist."""
-        if queue_name.endswith(("/" + DEAD_LETTER_SUFFIX, "/" + TRANSFER_DEAD_LETTER_SUFFIX)):
+        if SubQueue.split(queue_name)[1].is_dead_letter:
             raise InvalidOperationError(
                 f"{queue_name}: nothing can be sent to a dead-letter queue (S7.2)")
         return ServiceBusSender(self.namespace.entity(queue_name))
@@ -114,7 +107,8 @@ class ServiceBusClient:
                   receive_mode: ServiceBusReceiveMode | str, max_wait_time: float | None,
                   prefetch_count: int) -> ServiceBusReceiver:
         chosen = as_sub_queue(sub_queue)
-        entity = self.namespace.entity(f"{path}/{_SUFFIXES[chosen]}" if chosen else path)
+        entity = self.namespace.entity(
+            SubQueue.from_sdk_name(chosen.value).path(path) if chosen else path)
         sessionful = entity.props.requires_session and not chosen
         if session_id is not None and not sessionful:
             raise InvalidOperationError(

@@ -134,7 +134,7 @@ class ServiceBusTransaction:
         if self._entity is None or self._scope.partition is None:
             return
         entity = self._entity
-        if entity.sub_queue:  # settlements in a dead-letter queue: the same tables
+        if entity.sub_queue.is_dead_letter:  # settlements in a dead-letter queue: the same tables
             entity = entity.namespace.entity(entity.name)
         plan = TransactionPlan(partition=self._scope.partition,
                                started=self._scope.started or _now(),

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["COUNTER_BITS", "MAX_COUNTER", "counter_of", "make_sequence_number", "partition_of",
-           "row_key"]
+__all__ = ["COUNTER_BITS", "MAX_COUNTER", "SequenceNumber", "counter_of", "cursor_key",
+           "make_sequence_number", "partition_of", "row_key", "sequence_of", "sequence_sql"]
 
 COUNTER_BITS = 48
 MAX_COUNTER = (1 << COUNTER_BITS) - 1
+
+# A sequence number is an int (the SDK's type); these functions are the only place that
+# knows its layout (issue 18, point 3), so no module shifts or masks one itself.
+SequenceNumber = int
 
 
 def make_sequence_number(partition_id: int, counter: int) -> int:
@@ -17,6 +21,22 @@ def make_sequence_number(partition_id: int, counter: int) -> int:
     if not 1 <= counter <= MAX_COUNTER:
         raise ValueError(f"sequence counter {counter} is out of range 1..{MAX_COUNTER}")
     return (partition_id << COUNTER_BITS) | counter
+
+
+def sequence_of(partition_id: int, counter: int) -> SequenceNumber:
+    """``make_sequence_number`` without the range checks, for numbers built from stored
+    counters (the hot path)."""
+    return (partition_id << COUNTER_BITS) + counter
+
+
+def sequence_sql(partition: str, counter: str) -> str:
+    """``sequence_of`` as Spark SQL over two expressions (views and projections)."""
+    return f"(shiftleft(CAST({partition} AS BIGINT), {COUNTER_BITS}) + {counter})"
+
+
+def cursor_key(partition_id: int) -> SequenceNumber:
+    """The key of a partition's cursor row: counter 0, before its first message."""
+    return partition_id << COUNTER_BITS
 
 
 def partition_of(sequence_number: int) -> int:

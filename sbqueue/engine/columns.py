@@ -19,8 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
+from sbqueue.core.sequence import COUNTER_BITS
 
-__all__ = ["project", "sql_literal", "to_column", "to_sql", "values_frame"]
+__all__ = ["project", "sequence_column", "sql_literal", "to_column", "to_sql", "values_frame"]
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
@@ -125,3 +126,8 @@ def project(df: DataFrame, outcome: Mapping[str, Expr], types: Mapping[str, Data
             new[name] = f"CAST({new[name]} AS {types[name].simpleString()})"
     kept = [f"`{c}`" for c in df.columns if c not in new]
     return df.selectExpr(*kept, *[f"{sql} AS `{n}`" for n, sql in new.items()])
+
+
+def sequence_column(partition: Column, counter: Column) -> Column:
+    """``core.sequence.sequence_of`` as a Spark column."""
+    return F.shiftleft(partition.cast("long"), COUNTER_BITS) + counter

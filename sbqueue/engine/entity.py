@@ -22,19 +22,16 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.expr import Expr
-from sbqueue.core.names import (
-    DEAD_LETTER_SUFFIX,
-    SUBSCRIPTIONS_SEGMENT,
-    TRANSFER_DEAD_LETTER_SUFFIX,
-)
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import (
     EntityStatus,
     QueueProperties,
     SubscriptionProperties,
     TopicProperties,
 )
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sequence import counter_of, partition_of
 from sbqueue.core.sizes import check_dead_letter_text, entity_limit
+from sbqueue.core.subqueues import SubQueue
 from sbqueue.core.transitions import (
     SESSIONLESS_REASON,
     Lane,
@@ -47,6 +44,8 @@ from sbqueue.core.transitions import (
     deferred_valid,
 )
 from sbqueue.engine.group import Group, group_for
+from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.numbers import send_numbers
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
@@ -57,7 +56,7 @@ from sbqueue.engine.receive import (
     utcnow,
     with_bodies,
 )
-from sbqueue.engine.receive_small import SMALL_RECEIVE, receive
+from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.engine.sessions import Sessions, SessionStateResult
 from sbqueue.engine.settle import (
@@ -74,18 +73,12 @@ from sbqueue.exceptions import (
     PartitionUnavailableError,
     ServiceBusQuotaExceededError,
 )
-from sbqueue.store.delta import (
-    RETRYABLE,
-    isolation_level,
-    latest_version,
-    note_conflict,
-    retry_conflicts,
-)
+from sbqueue.store.delta import RETRYABLE, note_conflict, retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.namespace import Namespace
 
-__all__ = ["Entity", "SendResult", "SettleResult", "SubQueue"]
+__all__ = ["Entity", "SendResult", "SettleResult"]
 
 SETTLE_KINDS = ("complete", "abandon", "defer", "dead_letter", "renew")
 PARTITION_BATCH = 256  # the least a receive asks of each partition it takes
@@ -95,17 +88,6 @@ QUOTA_SECONDS = 30.0  # how long a read entity size is trusted (S1.6)
 COMPLETE_GROUP = 1000  # completion records one group commit carries at most
 
 
-class SubQueue:
-    MAIN = ""
-    DEAD_LETTER = "dlq"
-    TRANSFER_DEAD_LETTER = "tdlq"
-
-
-_LANES = {SubQueue.MAIN: Lane.MAIN, SubQueue.DEAD_LETTER: Lane.DEAD_LETTER,
-          SubQueue.TRANSFER_DEAD_LETTER: Lane.TRANSFER_DEAD_LETTER}
-_VIEW_NAMES = {SubQueue.MAIN: "Main", SubQueue.DEAD_LETTER: "DeadLetter",
-               SubQueue.TRANSFER_DEAD_LETTER: "TransferDeadLetter"}
-
 
 class Entity:
     """One queue or subscription (or one of their sub-queues), operated on with DataFrames.
@@ -113,11 +95,11 @@ class Entity:
     through a ledger of its own (decision 009)."""
 
     def __init__(self, namespace: Namespace, props: QueueProperties | SubscriptionProperties,
-                 sub_queue: str = "") -> None:
+                 sub_queue: SubQueue = SubQueue.MAIN) -> None:
         self.namespace = namespace
         self.props = props
         self.sub_queue = sub_queue
-        self.lane = _LANES[sub_queue]
+        self.lane = sub_queue.lane
         self.spark = namespace.spark
         self.topic: TopicProperties | None = None
         self.target: str | None = None
@@ -126,10 +108,10 @@ class Entity:
             self.topic = namespace.catalog.get("topic", props.topic_name)
             self.target = props.entity_id
             inbox_owner = self.topic.entity_id
-        self.inbox_path = namespace.catalog.data_path(inbox_owner, "inbox")
-        self.ledger_path = namespace.catalog.data_path(props.entity_id, "ledger")
+        self.inbox = Inbox(self.spark, namespace.catalog.data_path(inbox_owner, "inbox"))
+        self.ledger = Ledger(self.spark, namespace.catalog.data_path(props.entity_id, "ledger"))
         self.partitions = props.partition_count
-        self.board = board_for(self.ledger_path, self.partitions)
+        self.board = board_for(self.ledger.path, self.partitions)
         self._held: tuple[int, float] = (0, -math.inf)  # bytes held, when read (S1.6)
         self.fenced: frozenset[int] = frozenset()  # unavailable partitions (S14.2)
         self._records: bool | None = None  # completes as records (``records_allowed``)
@@ -144,9 +126,15 @@ class Entity:
     @property
     def path(self) -> str:
         """The entity path as Service Bus spells it (``q``, ``q/$DeadLetterQueue``)."""
-        suffix = {SubQueue.DEAD_LETTER: DEAD_LETTER_SUFFIX,
-                  SubQueue.TRANSFER_DEAD_LETTER: TRANSFER_DEAD_LETTER_SUFFIX}.get(self.sub_queue)
-        return f"{self.name}/{suffix}" if suffix else self.name
+        return self.sub_queue.path(self.name)
+
+    @property
+    def inbox_path(self) -> str:
+        return self.inbox.path
+
+    @property
+    def ledger_path(self) -> str:
+        return self.ledger.path
 
     @property
     def dedupe(self) -> timedelta | None:
@@ -188,9 +176,9 @@ class Entity:
         size quota (S1.6); ``send_id``: a transaction's (decision 008) or, ``forwarded``,
         a forwarding step's batch; ``idempotent``: at most once per send id (decision
         010)."""
-        if self.sub_queue:
+        if self.sub_queue.is_dead_letter:
             raise InvalidOperationError(
-                f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: nothing can be sent to a "
+                f"{self.name}/{self.sub_queue.view_name}: nothing can be sent to a "
                 "dead-letter queue (S7.2)")
         if not isinstance(self.props, QueueProperties):
             raise InvalidOperationError(
@@ -198,7 +186,7 @@ class Entity:
                 "to the topic (S15.2)")
         self.check_status("send")
         self._check_quota(incoming_bytes)
-        result = send_dataframe(df, self.props, self.inbox_path, round_robin_start,
+        result = send_dataframe(df, self.props, self.inbox, round_robin_start,
                                 self.fenced, send_id, forwarded=forwarded,
                                 idempotent=idempotent)
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
@@ -223,7 +211,7 @@ class Entity:
         limit = entity_limit(megabytes, self.partitions)
         held, at = self._held
         if time.monotonic() - at > QUOTA_SECONDS:
-            held = inbox_bound(self.spark, self.inbox_path)  # never less than the truth
+            held = inbox_bound(self.inbox)  # never less than the truth
             if held + incoming_bytes > limit:
                 held = self.counts()["size_in_bytes"]
             self._held = (held, time.monotonic())
@@ -248,15 +236,14 @@ class Entity:
         return Attempt(
             partitions=partitions, share=share, total=total, ctx=self._context(peek_lock),
             lock_duration=self.props.lock_duration,
-            latest_version=latest_version(self.spark, self.inbox_path)
-            if self.lane == Lane.MAIN else 0,
+            latest_version=self.inbox.version() if self.lane == Lane.MAIN else 0,
             pass_to=pass_to, dedupe=self.dedupe, target=self.target)
 
     def _attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool
                  ) -> ReceiveResult:
         started = time.monotonic()
         attempt = self.make_attempt(partitions, share, total, peek_lock)
-        result = receive(self.spark, self.ledger_path, self.inbox_path, attempt, self.lane)
+        result = receive(self.ledger, self.inbox, attempt, self.lane)
         if result.committed:
             self.board.saw_attempt(time.monotonic() - started)
         return result
@@ -308,7 +295,7 @@ class Entity:
         result = self._receive(max_messages, mode)
         if result is None:
             return self.none()
-        return with_bodies(self.spark, self.inbox_path, self._fresh_locks(result))
+        return with_bodies(self.inbox, self._fresh_locks(result))
 
     def receive_rows(self, max_messages: int, mode: str = "peek_lock") -> list[Row]:
         """``receive_dataframe`` collected (the client's receive). Small receives of the
@@ -317,7 +304,7 @@ class Entity:
         if max_messages > SMALL_RECEIVE:
             return self._receive_rows(max_messages, mode)
         group: Group[tuple[Entity, int], list[Row]] = group_for(
-            ("receive", self.ledger_path, self.lane, mode),
+            ("receive", self.ledger.path, self.lane, mode),
             lambda: Group(lambda asks: _receive_together(asks, mode), SMALL_RECEIVE))
         return group.submit((self, max_messages), weight=max_messages)
 
@@ -329,7 +316,7 @@ class Entity:
             return []
         result = self._fresh_locks(result)
         if result.messages is None:
-            return with_bodies(self.spark, self.inbox_path, result).collect()
+            return with_bodies(self.inbox, result).collect()
         until = result.locked_until
         return [Row(**{**m, "locked_until_utc": until if m["lock_token"] is not None
                        else m["locked_until_utc"]}) for m in result.messages]
@@ -362,7 +349,7 @@ class Entity:
                 lambda: self._attempt(partitions, share, total or share * len(partitions),
                                       mode == "peek_lock"),
                 what=f"receive from {self.name} {partitions}")
-        return with_bodies(self.spark, self.inbox_path, result)
+        return with_bodies(self.inbox, result)
 
     def _pass_sessionless(self) -> None:
         """S10.1: the copies a session subscription got without a session id are in its
@@ -375,7 +362,7 @@ class Entity:
             return
         main = Entity(self.namespace, self.props)
         marked = main.messages().where(
-            (F.col("sub_queue") == "DeadLetter") & F.col("lock_token").isNull()
+            (F.col("sub_queue") == SubQueue.DEAD_LETTER.view_name) & F.col("lock_token").isNull()
             & (F.col("dead_letter_reason") == SESSIONLESS_REASON)).select("sequence_number")
         main._pass_to([int(r[0]) for r in marked.collect()])
 
@@ -431,15 +418,15 @@ class Entity:
         """
         if kind not in SETTLE_KINDS:
             raise InvalidOperationError(f"unknown settlement {kind!r}")
-        if kind == "dead_letter" and self.sub_queue:
+        if kind == "dead_letter" and self.sub_queue.is_dead_letter:
             raise InvalidOperationError(
-                f"{self.name}/{_VIEW_NAMES[self.sub_queue]}: a dead-lettered message cannot "
+                f"{self.name}/{self.sub_queue.view_name}: a dead-lettered message cannot "
                 "be dead-lettered again (S7.2)")
         if not locks:
             return SettleResult()
         self.check_status("receive")
         lanes = (Lane.MAIN, Lane.DEFERRED) if self.lane == Lane.MAIN else (self.lane,)
-        partitions = sorted({seq >> COUNTER_BITS for seq, _ in locks})
+        partitions = sorted({partition_of(seq) for seq, _ in locks})
         self.require_available(partitions, kind)
         if kind == "complete" and len(locks) == 1 and held_until is not None \
                 and not deferred and self.records_allowed:
@@ -453,26 +440,26 @@ class Entity:
                 now=now, kind=kind, max_delivery_count=self.props.max_delivery_count,
                 renewed_until=lock_stamp(now, self.props.lock_duration, 0.0),
                 reason=reason, description=description)
-            return settle_once(self.spark, self.ledger_path, locks, lanes, ctx)
+            return settle_once(self.ledger, locks, lanes, ctx)
 
         with self.board.hold(partitions):
             return retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
 
     def _completes(self) -> Group[tuple[int, str, datetime], SettleResult | None]:
         """The process's group commit of completion records for this entity's lane."""
-        spark, ledger, lane = self.spark, self.ledger_path, self.lane
-        return group_for(("complete", ledger, lane), lambda: Group(
-            lambda locks: complete_by_records(spark, ledger, locks, lane), COMPLETE_GROUP))
+        ledger, lane = self.ledger, self.lane
+        return group_for(("complete", ledger.path, lane), lambda: Group(
+            lambda locks: complete_by_records(ledger, locks, lane), COMPLETE_GROUP))
 
     @property
     def records_allowed(self) -> bool:
         """Whether a complete may be a completion record (decision 011): in the main queue
-        of an entity without sessions (releasing a session moves its messages' locks; other
-        lanes are re-locked by paths that do not read records), on a ledger at Serializable
-        isolation (ledgers created before it keep keyed deletes). Read once."""
+        (other lanes are re-locked by paths that do not read records; a session's release
+        and renewal fold its records, ``Sessions._move_message_locks``), on a ledger at
+        Serializable isolation (ledgers created before it keep keyed deletes). Read once."""
         if self._records is None:
-            self._records = (self.lane == Lane.MAIN and not self.props.requires_session
-                             and isolation_level(self.spark, self.ledger_path) == "Serializable")
+            self._records = (self.lane == Lane.MAIN
+                             and self.ledger.isolation_level() == "Serializable")
         return self._records
 
     def settle_dataframe(self, batch: DataFrame, kind: str, reason: str | None = None,
@@ -513,13 +500,13 @@ class Entity:
             left={}, committed=True,
             locked_until=min(ctx.locked_until, utcnow() + self.props.lock_duration)
             if mode == "peek_lock" else None)
-        return with_bodies(self.spark, self.inbox_path, result)
+        return with_bodies(self.inbox, result)
 
     def sequence_numbers(self, send_id: str) -> list[int]:
         """The sequence numbers of the messages one send stored, in send order (S3.4): from
         the heads of its partitions (``engine.numbers``), else from the view."""
         if self.dedupe is None and self.target is None:
-            found = send_numbers(self.spark, self.inbox_path, self.ledger_path, send_id)
+            found = send_numbers(self.inbox, self.ledger, send_id)
             if found is not None:
                 return found
         rows = (self.messages(internal=True).where(F.col("_send_id") == send_id)
@@ -528,13 +515,17 @@ class Entity:
 
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         """Remove scheduled messages not yet active; MessageNotFound for any other (S8.4).
-        A message the partition cursor has not passed yet is passed first (one receive
-        commit that hands out nothing), so that it has a ledger row to delete."""
+        One commit decided on the driver when it can be (``receive_small.cancel``: the
+        cursor passes the messages without storing them, ledger rows are deleted); else
+        the cursor first passes them (a receive that hands out nothing), then their ledger
+        rows are deleted."""
         self.check_status("send")
         seqs = sorted(set(sequence_numbers))
         if not seqs:
             return
-        self.require_available(sorted({seq >> COUNTER_BITS for seq in seqs}), "cancel")
+        self.require_available(sorted({partition_of(seq) for seq in seqs}), "cancel")
+        if self._cancel_at_once(seqs):
+            return
         self._pass_to(seqs)
         self._all_by_sequence(seqs, (Lane.SCHEDULED, Lane.MAIN), cancel_valid, cancel_outcome(),
                               "cancel", "(unknown, cancelled or already active; S8.4)")
@@ -544,11 +535,11 @@ class Entity:
                          why: str) -> Applied:
         """Apply ``outcome`` to every one of ``seqs`` in one commit, or to none of them and
         raise MessageNotFound naming those that are not valid."""
-        partitions = sorted({seq >> COUNTER_BITS for seq in seqs})
+        partitions = sorted({partition_of(seq) for seq in seqs})
         self.require_available(partitions, what)
 
         def attempt() -> Applied:
-            return apply_by_sequence(self.spark, self.ledger_path, [(s, None) for s in seqs],
+            return apply_by_sequence(self.ledger, [(s, None) for s in seqs],
                                      lanes, valid(utcnow()), outcome, require_all=True)
 
         with self.board.hold(partitions):
@@ -560,37 +551,53 @@ class Entity:
                 "nothing was changed")
         return applied
 
+    def _cancel_at_once(self, seqs: list[int]) -> bool:
+        """``cancel_scheduled`` in one commit, or False (nothing done) when the driver
+        cannot decide it."""
+        if self.lane != Lane.MAIN or self.dedupe is not None:
+            return False
+        targets: dict[int, int] = {}
+        for seq in seqs:
+            targets[partition_of(seq)] = max(targets.get(partition_of(seq), 0), seq)
+        partitions = sorted(targets)
+
+        def attempt() -> bool:
+            a = replace(self.make_attempt(partitions, 0, 0, True,
+                                          pass_to=tuple(sorted(targets.items()))),
+                        cancel=tuple(seqs))
+            return cancel(self.ledger, self.inbox, a)
+
+        try:
+            with self.board.hold(partitions):
+                return retry_conflicts(attempt, what=f"cancel on {self.name} {partitions}")
+        except NotCancellable as exc:
+            raise MessageNotFoundError(
+                f"cancel in {self.path}: no message with sequence number(s) {exc.seqs} "
+                "(unknown, cancelled or already active; S8.4); nothing was changed") from None
+
     def _pass_to(self, seqs: list[int]) -> None:
         """Move each partition's cursor past the highest of ``seqs`` in it (bounded steps)."""
         targets: dict[int, int] = {}
         for seq in seqs:
-            targets[seq >> COUNTER_BITS] = max(targets.get(seq >> COUNTER_BITS, 0), seq)
+            targets[partition_of(seq)] = max(targets.get(partition_of(seq), 0), seq)
         for _ in range(64):
-            counters = self.cursor_counters()
+            counters = self.ledger.counters()
             behind = {p: seq for p, seq in targets.items()
-                      if counters.get(p, 0) < seq & ((1 << COUNTER_BITS) - 1)}
+                      if counters.get(p, 0) < counter_of(seq)}
             if not behind:
                 return
             attempt = self.make_attempt(sorted(behind), 0, 0, True,
                                          pass_to=tuple(sorted(behind.items())))
             with self.board.hold(sorted(behind)):
                 retry_conflicts(lambda a=attempt: receive(  # type: ignore[misc]
-                    self.spark, self.ledger_path, self.inbox_path, a, Lane.MAIN),
+                    self.ledger, self.inbox, a, Lane.MAIN),
                     what=f"pass the cursors of {self.name}")
-
-    def cursor_counters(self) -> dict[int, int]:
-        """Each partition's last counter handed a number by its cursor."""
-        rows = (self.spark.read.format("delta").load(self.ledger_path)
-                .where(F.col("row_type") == "p").select("partition_id", "last_counter")
-                .collect())
-        return {int(r[0]): int(r[1]) for r in rows}
 
     # -- reads: never commit ---------------------------------------------------------------
     def messages(self, internal: bool = False) -> DataFrame:
         """Every message of the entity (all sub-queues), as its Spark SQL view shows it;
         ``internal`` adds each message's ``_send_id`` and ``_batch_index``."""
-        return messages(self.spark, self.inbox_path, self.ledger_path, internal,
-                        self.dedupe, self.target)
+        return messages(self.inbox, self.ledger, internal, self.dedupe, self.target)
 
     def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,
                        after: tuple[datetime, int] | None = None,
@@ -600,12 +607,12 @@ class Entity:
         ``from_sequence``: from that number on, within its partition (S9.3); ``after``:
         strictly after that (enqueued time, sequence number), to continue a peek (S9.1);
         ``session_id``: that session's messages only (a session receiver's peek)."""
-        view = self.messages().where(F.col("sub_queue") == _VIEW_NAMES[self.sub_queue])
+        view = self.messages().where(F.col("sub_queue") == self.sub_queue.view_name)
         if session_id is not None:
             view = view.where(F.col("session_id") == session_id)
         seq, time_ = F.col("sequence_number"), F.col("enqueued_time_utc")
         if from_sequence is not None:
-            view = view.where((F.col("partition_id") == from_sequence >> COUNTER_BITS)
+            view = view.where((F.col("partition_id") == partition_of(from_sequence))
                               & (seq >= from_sequence))
         if after is not None:
             at = F.lit(after[0]).cast("timestamp")
@@ -618,7 +625,7 @@ class Entity:
 
     def accessed_at(self) -> datetime | None:
         """When a message was last sent, received or settled (S16.2)."""
-        return last_commit(self.spark, [self.inbox_path, self.ledger_path])
+        return last_commit([self.inbox, self.ledger])
 
     def partition_counts(self) -> dict[int, int]:
         """Messages per partition (all states and sub-queues)."""

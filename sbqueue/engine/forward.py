@@ -40,8 +40,9 @@ from sbqueue.core.forwarding import (
     source_of,
     transfer_reason,
 )
-from sbqueue.core.names import DEAD_LETTER_SUFFIX, SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties
+from sbqueue.core.subqueues import SubQueue
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow, with_bodies
 from sbqueue.engine.schema import LOCATOR
@@ -100,7 +101,7 @@ class Forwarder:
     def _entity(self, source: str) -> Entity:
         if source == Source.MAIN:
             return self.source
-        return self.namespace.entity(f"{self.path}/{DEAD_LETTER_SUFFIX}")
+        return self.namespace.entity(SubQueue.DEAD_LETTER.path(self.path))
 
     def _target(self, source: str) -> str | None:
         props = self.source.props
@@ -137,7 +138,7 @@ class Forwarder:
         dead = self._entity(Source.DEAD_LETTER)
         try:
             chosen = [int(r[0]) for r in self.source.messages().where(
-                (F.col("sub_queue") == "DeadLetter") & F.expr(where)).select(
+                (F.col("sub_queue") == SubQueue.DEAD_LETTER.view_name) & F.expr(where)).select(
                 "sequence_number").orderBy("sequence_number").limit(limit).collect()]
         except Exception as exc:  # a predicate Spark cannot read: one line
             raise InvalidOperationError(
@@ -153,7 +154,7 @@ class Forwarder:
 
         def claim() -> Applied:
             return apply_by_sequence(
-                dead.spark, dead.ledger_path, [(seq, None) for seq in numbers],
+                dead.ledger, [(seq, None) for seq in numbers],
                 (Lane.DEAD_LETTER,), claim_valid(now),
                 claim_outcome(token, now + dead.props.lock_duration))
 
@@ -173,8 +174,7 @@ class Forwarder:
             now = utcnow()
             ctx = replace(a.ctx, now=now, transfer_token=token,
                           locked_until=now + entity.props.lock_duration)
-            return receive_once(entity.spark, entity.ledger_path, entity.inbox_path,
-                                replace(a, ctx=ctx), entity.lane)
+            return receive_once(entity.ledger, entity.inbox, replace(a, ctx=ctx), entity.lane)
 
         claimed = retry_conflicts(attempt, what=f"forwarding claim at {entity.path}").count
         if claimed:
@@ -183,22 +183,21 @@ class Forwarder:
 
     def _leftovers(self) -> list[str]:
         """Tokens of batches in the transfer lane whose lease ran out: their step died."""
-        rows = (self.source.spark.read.format("delta").load(self.source.ledger_path)
-                .where((F.col("lane") == Lane.TRANSFER) & (F.col("row_type") == "m")
-                       & (F.col("locked_until_utc") <= F.lit(utcnow()).cast("timestamp")))
+        rows = (self.source.ledger.messages(
+                    (F.col("lane") == Lane.TRANSFER)
+                    & (F.col("locked_until_utc") <= F.lit(utcnow()).cast("timestamp")))
                 .select("lock_token").distinct().collect())
         return sorted(str(r[0]) for r in rows)
 
     def _batch(self, token: str) -> DataFrame:
         """The batch's messages with their bodies (read once: checkpointed)."""
-        ledger = (self.source.spark.read.format("delta").load(self.source.ledger_path)
-                  .where((F.col("lane") == Lane.TRANSFER) & (F.col("row_type") == "m")
-                         & (F.col("lock_token") == token))).localCheckpoint()
+        ledger = self.source.ledger.messages(
+            (F.col("lane") == Lane.TRANSFER) & (F.col("lock_token") == token)).localCheckpoint()
         locators = sorted({(int(r[0]), int(r[1]), str(r[2]))
                            for r in ledger.select(*LOCATOR[:3]).distinct().collect()})
         held = ReceiveResult(handed=ledger, locators=locators, count=len(locators),
                              left={}, committed=True)
-        return with_bodies(self.source.spark, self.source.inbox_path, held).localCheckpoint()
+        return with_bodies(self.source.inbox, held).localCheckpoint()
 
     # -- 2. write, 3. release ----------------------------------------------------------------
     def _move(self, token: str, resumed: bool) -> ForwardResult:
@@ -248,16 +247,14 @@ class Forwarder:
     def _written(self, destination: Entity | Topic, token: str) -> bool:
         """Whether a resumed batch reached its destination before its step died (its rows
         carry the batch's send id; statistics on ``send_id`` skip the other files)."""
-        return (destination.spark.read.format("delta").load(destination.inbox_path)
-                .where(F.col("send_id") == FORWARD_SEND_PREFIX + token).limit(1)
-                .count() > 0)
+        return destination.inbox.of_send(FORWARD_SEND_PREFIX + token).limit(1).count() > 0
 
     def _release(self, token: str, reasons: dict[int, str | None], target: str | None) -> None:
         wanted = [(seq, token, why, None if why is None else
                    f"could not forward to {target!r}: {why} (S13.3)")
                   for seq, why in sorted(reasons.items())]
         retry_conflicts(lambda: apply_by_sequence(
-            self.source.spark, self.source.ledger_path, wanted, (Lane.TRANSFER,),
+            self.source.ledger, wanted, (Lane.TRANSFER,),
             release_valid(), release_outcome(), schema=_RELEASE_ROWS),
             what=f"forwarding release at {self.path}")
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -42,10 +41,12 @@ from sbqueue.core.maintenance import (
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import SubscriptionProperties, TopicProperties
 from sbqueue.core.transitions import Lane
+from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow
 from sbqueue.engine.schema import SEGMENT_SECONDS
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.delta import earliest_version, latest_version, retry_conflicts
+from sbqueue.store.delta import Table, retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
@@ -86,11 +87,11 @@ def _marked(spark: SparkSession) -> Iterator[None]:
         spark.conf.unset(key)
 
 
-def last_use(spark: SparkSession, paths: list[str]) -> datetime | None:
+def last_use(tables: list[Inbox | Ledger]) -> datetime | None:
     """The newest commit to these tables that maintenance did not make (S16.3)."""
     found: list[datetime] = []
-    for path in paths:
-        for row in DeltaTable.forPath(spark, path).history(200).select(
+    for table in tables:
+        for row in table.history(200).select(
                 "timestamp", "operation", "userMetadata").collect():
             if row[1] not in MAINTENANCE_OPERATIONS and row[2] != MARK:
                 found.append(row[0].astimezone(timezone.utc))
@@ -143,8 +144,9 @@ class Maintainer:
     # -- queues and subscriptions ----------------------------------------------------------
     def _entity(self, entity: Entity) -> MaintenanceReport:
         kind = "subscription" if isinstance(entity.props, SubscriptionProperties) else "queue"
-        tables = [entity.ledger_path] + ([entity.inbox_path] if kind == "queue" else [])
-        if idle_too_long(last_use(self.spark, tables), self.now,
+        tables: list[Inbox | Ledger] = [entity.ledger] + (
+            [entity.inbox] if kind == "queue" else [])
+        if idle_too_long(last_use(tables), self.now,
                          entity.props.auto_delete_on_idle):
             topic = getattr(entity.props, "topic_name", None)
             self.namespace.delete_storage(kind, entity.props.name, topic)
@@ -152,11 +154,11 @@ class Maintainer:
         commits = self._advance(entity)
         plan = SegmentPlan()
         if kind == "queue":
-            plan = self._segments(entity.inbox_path, [entity.ledger_path], entity.dedupe)
-        compacted = self._compact_ledger(entity.ledger_path)
-        vacuumed = self._vacuum([entity.ledger_path] + (
-            [entity.inbox_path] if kind == "queue"
-            and self._may_vacuum(entity.inbox_path, [entity.ledger_path]) else []))
+            plan = self._segments(entity.inbox, [entity.ledger], entity.dedupe)
+        compacted = self._compact_ledger(entity.ledger)
+        vacuumed = self._vacuum([entity.ledger] + (
+            [entity.inbox] if kind == "queue"
+            and self._may_vacuum(entity.inbox, [entity.ledger]) else []))
         return MaintenanceReport(
             entity.path, kind, cursor_commits=commits,
             segments_dropped=sum(map(len, plan.drop.values())),
@@ -169,14 +171,13 @@ class Maintainer:
         partitions = [p for p in range(entity.partitions) if p not in fenced]
         now = self.now
         # Up to the newest commit as of now: busy senders do not keep the step going.
-        newest = latest_version(self.spark, entity.inbox_path)
+        newest = entity.inbox.version()
 
         def attempt() -> ReceiveResult:
             a = entity.make_attempt(partitions, 0, 0, True)
             a = replace(a, advance_idle=True, latest_version=newest,
                         ctx=replace(a.ctx, now=now, locked_until=now))
-            return receive_once(self.spark, entity.ledger_path, entity.inbox_path, a,
-                                Lane.MAIN)
+            return receive_once(entity.ledger, entity.inbox, a, Lane.MAIN)
 
         commits = 0
         for _ in range(MAX_PASSES):
@@ -189,9 +190,9 @@ class Maintainer:
     def _topic(self, topic: TopicProperties) -> MaintenanceReport:
         subs = [self.namespace.entity(f"{topic.name}/{SUBSCRIPTIONS_SEGMENT}/{s.name}")
                 for s in self.catalog.entities("subscription", topic=topic.name)]
-        inbox = self.catalog.data_path(topic.entity_id, "inbox")
-        ledgers = [s.ledger_path for s in subs]
-        if idle_too_long(last_use(self.spark, [inbox, *ledgers]), self.now,
+        inbox = Inbox(self.spark, self.catalog.data_path(topic.entity_id, "inbox"))
+        ledgers = [s.ledger for s in subs]
+        if idle_too_long(last_use([inbox, *ledgers]), self.now,
                          topic.auto_delete_on_idle):
             self.namespace.delete_storage("topic", topic.name)
             return MaintenanceReport(topic.name, "topic", deleted=True)
@@ -204,86 +205,76 @@ class Maintainer:
             tables_vacuumed=self._vacuum([inbox] if self._may_vacuum(inbox, ledgers) else []))
 
     # -- tables ------------------------------------------------------------------------------
-    def _segments(self, inbox: str, ledgers: list[str], dedupe: timedelta | None
+    def _segments(self, inbox: Inbox, ledgers: list[Ledger], dedupe: timedelta | None
                   ) -> SegmentPlan:
         """Drop the inbox segments every reader passed and nothing points at; compact
         the passed ones still pointed at. One DELETE / OPTIMIZE per partition."""
-        spark = self.spark
-        rows = spark.read.format("delta").load(inbox).groupBy("partition_id", "segment").agg(
-            F.max("_metadata.row_commit_version"), F.countDistinct("_metadata.file_path")
-        ).collect()
+        rows = inbox.rows().groupBy("partition_id", "segment").agg(
+            F.max(COMMIT_VERSION), F.countDistinct("_metadata.file_path")).collect()
         segments = [Segment(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
         cursors = self._cursors(ledgers)
         referenced: set[tuple[int, int]] = set()
         for ledger in ledgers:
-            referenced |= {(int(r[0]), int(r[1])) for r in spark.read.format("delta").load(
-                ledger).where((F.col("row_type") == "m") & F.col("segment").isNotNull())
-                .select("partition_id", "segment").distinct().collect()}
+            referenced |= {(int(r[0]), int(r[1])) for r in ledger.messages(
+                F.col("segment").isNotNull()).select("partition_id", "segment")
+                .distinct().collect()}
         keep = dedupe if dedupe is not None and not is_never(dedupe) else timedelta(0)
         plan = plan_segments(segments, cursors, referenced, self.now, keep, SEGMENT_SECONDS)
-        table = DeltaTable.forPath(spark, inbox)
         for partition, segs in sorted(plan.drop.items()):
-            retry_conflicts(lambda p=partition, s=segs: table.delete(  # type: ignore[misc]
-                (F.col("partition_id") == p) & F.col("segment").isin(s)),
-                what=f"drop segments of {inbox}")
+            retry_conflicts(lambda p=partition, s=segs: inbox.drop_segments(  # type: ignore[misc]
+                p, s), what=f"drop segments of {inbox.path}")
         for partition, segs in sorted(plan.compact.items()):
             listed = ", ".join(str(s) for s in segs)
-            _compact(table, f"partition_id = {partition} AND segment IN ({listed})")
+            _compact(inbox, f"partition_id = {partition} AND segment IN ({listed})")
         return plan
 
-    def _cursors(self, ledgers: list[str]) -> dict[int, tuple[int, int]] | None:
+    def _cursors(self, ledgers: list[Ledger]) -> dict[int, tuple[int, int]] | None:
         """Per partition, the oldest reader's cursor (version, index); None: no reader."""
         if not ledgers:
             return None
         oldest: dict[int, tuple[int, int]] = {}
         for ledger in ledgers:
-            for r in (self.spark.read.format("delta").load(ledger)
-                      .where(F.col("row_type") == "p")
+            for r in (ledger.cursors()
                       .select("partition_id", "cursor_version", "cursor_index").collect()):
                 here = (int(r[1]), int(r[2]))
                 oldest[int(r[0])] = min(oldest.get(int(r[0]), here), here)
         return oldest
 
-    def _compact_ledger(self, ledger: str) -> int:
+    def _compact_ledger(self, ledger: Ledger) -> int:
         """OPTIMIZE each ledger partition holding more than LEDGER_FILES files."""
-        counts = (self.spark.read.format("delta").load(ledger)
-                  .select("partition_id", "_metadata.file_path").distinct()
+        counts = (ledger.rows().select("partition_id", "_metadata.file_path").distinct()
                   .groupBy("partition_id").count().collect())
         busy = sorted(int(r[0]) for r in counts if int(r[1]) > LEDGER_FILES)
-        table = DeltaTable.forPath(self.spark, ledger)
         for partition in busy:
-            _compact(table, f"partition_id = {partition}")
+            _compact(ledger, f"partition_id = {partition}")
         return len(busy)
 
-    def _may_vacuum(self, inbox: str, ledgers: list[str]) -> bool:
+    def _may_vacuum(self, inbox: Inbox, ledgers: list[Ledger]) -> bool:
         """VACUUM deletes the files that commits older than the retention removed (dropped
         or compacted segments). A reader whose cursor is at or before such a commit, and
         still within the log, reads it through the change feed and needs those files:
         then the inbox waits (a reader behind the log reads the snapshot instead)."""
         horizon = utcnow() - timedelta(hours=self.vacuum_hours)
-        removing = DeltaTable.forPath(self.spark, inbox).history().where(
+        removing = inbox.history().where(
             F.col("operation").isin("DELETE", "OPTIMIZE")
             & (F.col("timestamp") < F.lit(horizon).cast("timestamp"))).agg(
             F.max("version")).first()
         if removing is None or removing[0] is None:
             return True
-        earliest = earliest_version(self.spark, inbox)
+        earliest = inbox.earliest_version()
         cursors = self._cursors(ledgers) or {}
         return not any(earliest <= version <= int(removing[0])
                        for version, _ in cursors.values())
 
-    def _vacuum(self, tables: list[str]) -> int:
+    def _vacuum(self, tables: list[Inbox | Ledger]) -> int:
         if not self.vacuum:
             return 0
-        for path in tables:
-            DeltaTable.forPath(self.spark, path).vacuum(self.vacuum_hours)
+        for table in tables:
+            table.vacuum(self.vacuum_hours)
         return len(tables)
 
 
-def _compact(table: DeltaTable, predicate: str) -> None:
+def _compact(table: Table, predicate: str) -> None:
     """OPTIMIZE the files matching a partition predicate (retried on a conflict with a
     receive's commit; appends never conflict with it)."""
-    def run() -> None:
-        table.optimize().where(predicate).executeCompaction()
-
-    retry_conflicts(run, what=f"compact {predicate}")
+    retry_conflicts(lambda: table.compact(predicate), what=f"compact {predicate}")

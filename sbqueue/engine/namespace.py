@@ -14,27 +14,16 @@ import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.duplicates import dedupe_window
-from sbqueue.core.names import (
-    DEAD_LETTER_SUFFIX,
-    SUBSCRIPTIONS_SEGMENT,
-    TRANSFER_DEAD_LETTER_SUFFIX,
-    validate_entity_path,
-)
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT, validate_entity_path
 from sbqueue.core.properties import EntityDefinition, NamespaceProperties, Sku
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.subqueues import SubQueue
 from sbqueue.engine.catalog import Catalog
-from sbqueue.engine.entity import Entity, SubQueue
+from sbqueue.engine.entity import Entity
+from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.reads import messages_sql
-from sbqueue.engine.schema import (
-    INBOX_PROPERTIES,
-    INBOX_SCHEMA,
-    LEDGER_COLUMNS,
-    LEDGER_PROPERTIES,
-    LEDGER_SCHEMA,
-)
 from sbqueue.engine.topic import Topic
 from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
-from sbqueue.store.delta import append, create_table
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
 if TYPE_CHECKING:
@@ -45,19 +34,6 @@ __all__ = ["Namespace", "normalize_root"]
 D = TypeVar("D", bound=EntityDefinition)
 
 _TABLES = {"queue": ("inbox", "ledger"), "topic": ("inbox",), "subscription": ("ledger",)}
-_LAYOUTS = {
-    "inbox": (INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES),
-    "ledger": (LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES),
-}
-
-
-def initial_cursor(partition: int) -> tuple[object, ...]:
-    """A partition's p row before anything was received: before the first inbox row."""
-    values: dict[str, object] = {c: None for c in LEDGER_COLUMNS}
-    values.update(partition_id=partition, lane="main",
-                  sequence_number=partition << COUNTER_BITS, row_type="p", row_version=1,
-                  cursor_version=0, cursor_index=-1, last_counter=0)
-    return tuple(values[c] for c in LEDGER_COLUMNS)
 
 
 def normalize_root(root: str) -> str:
@@ -149,13 +125,7 @@ class Namespace:
     def entity(self, path: str) -> Entity:
         """The entity at ``path``: a queue, a subscription (``<topic>/Subscriptions/<name>``),
         or one of their sub-queues (``<path>/$DeadLetterQueue`` and the like)."""
-        sub_queue = SubQueue.MAIN
-        base = path
-        for suffix, sub in ((TRANSFER_DEAD_LETTER_SUFFIX, SubQueue.TRANSFER_DEAD_LETTER),
-                            (DEAD_LETTER_SUFFIX, SubQueue.DEAD_LETTER)):
-            if path.endswith("/" + suffix):
-                base, sub_queue = path[: -len(suffix) - 1], sub
-                break
+        base, sub_queue = SubQueue.split(path)
         validate_entity_path(base, "entity path")
         parts = base.rsplit("/", 2)
         if len(parts) == 3 and parts[1].lower() == SUBSCRIPTIONS_SEGMENT.lower() \
@@ -185,20 +155,18 @@ class Namespace:
         """
         entity_id = uuid.uuid4().hex
         props.entity_id = entity_id
-        paths = {t: self.catalog.data_path(entity_id, t) for t in _TABLES[kind]}
+        tables = _TABLES[kind]
         try:
-            for table, path in paths.items():
-                schema, partition_by, properties = _LAYOUTS[table]
-                create_table(self.spark, path, schema, partition_by, properties)
-            if "ledger" in paths:
-                append(self.spark.createDataFrame(
-                    [initial_cursor(p) for p in range(props.partition_count)], LEDGER_SCHEMA),
-                    paths["ledger"])
+            if "inbox" in tables:
+                Inbox(self.spark, self.catalog.data_path(entity_id, "inbox")).create_empty()
+            if "ledger" in tables:
+                Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")
+                       ).create_with_cursors(props.partition_count)
             created = self.catalog.create(kind, props, extra)
         except BaseException:
             self._remove_data(entity_id)
             raise
-        if "ledger" in paths:
+        if "ledger" in tables:
             self._register_view(kind, created)
         return created
 
@@ -243,8 +211,8 @@ class Namespace:
         owner = props
         if kind == "subscription":
             owner = self.catalog.get("topic", props.topic_name)  # type: ignore[attr-defined]
-        inbox = self.catalog.data_path(owner.entity_id, "inbox")
-        ledger = self.catalog.data_path(props.entity_id, "ledger")
+        inbox = Inbox(self.spark, self.catalog.data_path(owner.entity_id, "inbox"))
+        ledger = Ledger(self.spark, self.catalog.data_path(props.entity_id, "ledger"))
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
         target = props.entity_id if kind == "subscription" else None
         select = messages_sql(inbox, ledger, dedupe=dedupe_window(owner), target=target)

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sequence import sequence_sql
+from sbqueue.core.subqueues import TRANSFER_VIEW_NAME, SubQueue, view_name_sql
 from sbqueue.core.transitions import RECORD_AT, SESSIONLESS_REASON, completed_by_record
 from sbqueue.engine.columns import to_sql
+from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.schema import (
     COPY_BITS,
     MESSAGE_FIELDS,
@@ -69,7 +71,7 @@ def _accepted(dedupe: timedelta | None, target: str | None) -> str:
   SELECT *, CAST(NULL AS TIMESTAMP) AS {PREVIOUS_TIME} FROM sent WHERE {_TX}"""
 
 
-def messages_sql(inbox: str, ledger: str, internal: bool = False,
+def messages_sql(inbox: Inbox, ledger: Ledger, internal: bool = False,
                  dedupe: timedelta | None = None, target: str | None = None) -> str:
     """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
     DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled. ``internal``
@@ -87,20 +89,20 @@ def messages_sql(inbox: str, ledger: str, internal: bool = False,
     inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
     return f"""SELECT * FROM (
 WITH sent AS (
-  SELECT *, _metadata.row_commit_version AS _v FROM delta.`{inbox}` WHERE {owned_rows_sql(target)}
+  SELECT *, {COMMIT_VERSION} AS _v FROM {inbox.sql_name} WHERE {owned_rows_sql(target)}
 ),
 inbox AS ({_accepted(dedupe, target)}),
 cursors AS (
   SELECT partition_id, cursor_version, cursor_index, last_counter
-  FROM delta.`{ledger}` WHERE row_type = 'p'
+  FROM {ledger.sql_name} WHERE row_type = 'p'
 ),
-committed AS (SELECT send_id FROM delta.`{ledger}` WHERE row_type = 't'),
+committed AS (SELECT send_id FROM {ledger.sql_name} WHERE row_type = 't'),
 records AS (  -- completion records (decision 011): a valid one completed its message
   SELECT partition_id, lane, sequence_number, lock_token, enqueued_time_utc AS {RECORD_AT}
-  FROM delta.`{ledger}` WHERE row_type = '{RECORD}'
+  FROM {ledger.sql_name} WHERE row_type = '{RECORD}'
 ),
 numbered AS (
-  SELECT i.*, shiftleft(CAST(i.partition_id AS BIGINT), {COUNTER_BITS}) + c.last_counter
+  SELECT i.*, {sequence_sql("i.partition_id", "c.last_counter")}
          + row_number() OVER (PARTITION BY i.partition_id ORDER BY i._v, i.batch_index)
          AS sequence_number
   FROM inbox i JOIN cursors c ON i.partition_id = c.partition_id
@@ -113,7 +115,8 @@ SELECT sequence_number, partition_id, {fields},
        CASE WHEN {dead} THEN 'Active'
             WHEN scheduled_enqueue_time_utc > current_timestamp() THEN 'Scheduled'
             ELSE 'Active' END AS state,
-       CASE WHEN {dead} THEN 'DeadLetter' ELSE 'Main' END AS sub_queue,
+       CASE WHEN {dead} THEN '{SubQueue.DEAD_LETTER.view_name}'
+            ELSE '{SubQueue.MAIN.view_name}' END AS sub_queue,
        0 AS delivery_count, CAST(NULL AS STRING) AS lock_token,
        CAST(NULL AS TIMESTAMP) AS locked_until_utc,
        CASE WHEN {dead} THEN '{SESSIONLESS_REASON}' END AS dead_letter_reason,
@@ -122,11 +125,10 @@ SELECT sequence_number, partition_id, {fields},
 FROM pending
 UNION ALL
 SELECT m.sequence_number, m.partition_id, {inbox_fields}, m.state,
-       CASE m.lane WHEN 'dlq' THEN 'DeadLetter' WHEN 'tdlq' THEN 'TransferDeadLetter'
-            WHEN 'transfer' THEN 'Transfer' ELSE 'Main' END AS sub_queue,
+       {view_name_sql("m.lane")} AS sub_queue,
        m.delivery_count, m.lock_token, m.locked_until_utc, m.dead_letter_reason,
        m.dead_letter_error_description, m.dead_letter_source
-FROM delta.`{ledger}` m
+FROM {ledger.sql_name} m
 JOIN inbox i ON m.partition_id = i.partition_id AND m.segment = i.segment
              AND m.send_id = i.send_id AND m.batch_index = i.batch_index
 LEFT ANTI JOIN records r ON m.partition_id = r.partition_id AND m.lane = r.lane
@@ -137,10 +139,10 @@ WHERE m.row_type = 'm'
 """
 
 
-def messages(spark: SparkSession, inbox: str, ledger: str, internal: bool = False,
+def messages(inbox: Inbox, ledger: Ledger, internal: bool = False,
              dedupe: timedelta | None = None, target: str | None = None) -> DataFrame:
     """Every message of the entity, as its Spark SQL view shows it."""
-    return spark.sql(messages_sql(inbox, ledger, internal, dedupe, target))
+    return ledger.spark.sql(messages_sql(inbox, ledger, internal, dedupe, target))
 
 
 def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
@@ -153,13 +155,13 @@ def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
     counts = {"active": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0,
               "transfer": 0}
     for row in rows:
-        if row["sub_queue"] == "DeadLetter":
+        if row["sub_queue"] == SubQueue.DEAD_LETTER.view_name:
             counts["dead_letter"] += row["n"]
-        elif row["sub_queue"] == "TransferDeadLetter":
+        elif row["sub_queue"] == SubQueue.TRANSFER_DEAD_LETTER.view_name:
             counts["transfer_dead_letter"] += row["n"]
         elif row["state"] == "Scheduled":
             counts["scheduled"] += row["n"]
-        elif row["sub_queue"] == "Transfer" or forwarding:
+        elif row["sub_queue"] == TRANSFER_VIEW_NAME or forwarding:
             counts["transfer"] += row["n"]
         else:
             counts["active"] += row["n"]
@@ -168,21 +170,21 @@ def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
     return counts
 
 
-def last_commit(spark: SparkSession, paths: list[str]) -> datetime | None:
+def last_commit(tables: list[Inbox | Ledger]) -> datetime | None:
     """The newest commit time of these tables, from their Delta logs (no data file)."""
     found = []
-    for path in paths:
-        row = DeltaTable.forPath(spark, path).history(1).select("timestamp").first()
+    for table in tables:
+        row = table.history(1).select("timestamp").first()
         if row is not None and row[0] is not None:
             found.append(row[0].astimezone(timezone.utc))
     return max(found) if found else None
 
 
-def inbox_bound(spark: SparkSession, inbox: str) -> int:
+def inbox_bound(inbox: Inbox) -> int:
     """An upper bound of the bytes an entity holds: every inbox row (held or not) times the
     largest message. COUNT and MAX over a statistics column are answered from the Delta log
     (``size_in_bytes`` has statistics for this), so no data file is read."""
-    row = spark.sql(f"SELECT count(*), max(size_in_bytes) FROM delta.`{inbox}`").first()
+    row = inbox.spark.sql(f"SELECT count(*), max(size_in_bytes) FROM {inbox.sql_name}").first()
     if row is None or not row[0]:
         return 0
     return int(row[0]) * int(row[1] or 0)

@@ -5,7 +5,7 @@ Data flow (docs/decisions/004-cursor-layout.md):
 1. Candidates, narrow columns only: the ledger rows of the lanes being received (locked
    and returned messages, due scheduled ones) and the inbox rows just after each
    partition's cursor, read from the change feed of a bounded window of commits and
-   numbered ``(partition << 48) + counter`` in commit order. No body is read.
+   numbered (``core.sequence.sequence_of``) in commit order. No body is read.
 2. Picking: deliverable rows ranked by sequence number per partition; the first ``share``
    of each (and ``total`` in all) are picked; the cursor moves past the inbox rows up to
    the last one picked.
@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
-from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.maintenance import PAST_COMMIT
-from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.transitions import (
     RECORD_AT,
     Lane,
@@ -35,12 +34,12 @@ from sbqueue.core.transitions import (
     deliverable,
     receive_outcome,
 )
-from sbqueue.engine.columns import project, to_column
+from sbqueue.engine.columns import project, sequence_column, to_column
+from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.records import Record, old_record_deletes, record_at, record_rows
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
-    LEDGER_KEYS,
-    LEDGER_MATCH,
     LEDGER_TYPES,
     LOCATOR,
     MESSAGE_FIELDS,
@@ -50,7 +49,7 @@ from sbqueue.engine.schema import (
     copy_of,
     owned_rows,
 )
-from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN, guarded_merge, read_appended
+from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN
 
 __all__ = [
     "OUTPUT_COLUMNS",
@@ -98,6 +97,9 @@ class Attempt:
     sessions: tuple[str, ...] = ()  # only these sessions' messages, ``share`` of each (S10)
     target: str | None = None  # a subscription's entity id: its rows of the topic's inbox
     advance_idle: bool = False  # move idle cursors to the window's end even at the newest
+    # Scheduled messages removed as the cursor passes them (one commit of a cancel, S8.4;
+    # decided on the driver only, ``engine.receive_small.cancel``).
+    cancel: tuple[int, ...] = ()
 
     @property
     def lookahead(self) -> int:
@@ -172,18 +174,17 @@ def after_cursors(cursors: list[Cursor]) -> Column:
         for c in cursors) or "false")
 
 
-def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], start: int,
-                      end: int, a: Attempt, committed: frozenset[str]) -> DataFrame:
+def _inbox_candidates(inbox: Inbox, cursors: list[Cursor], start: int, end: int, a: Attempt,
+                      committed: frozenset[str]) -> DataFrame:
     """The inbox rows after each cursor in commits ``start..end``, numbered, at most
     ``a.lookahead`` a partition. The cursors are literals: no join, no broadcast job."""
-    narrow = read_appended(
-        spark, inbox, start - 1, end,
-        F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
+    narrow = inbox.appended(
+        start - 1, end, F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
     ).select(*LOCATOR, "message_id", "session_id", "enqueued_time_utc",
              "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes", "_commit_version"
              ).where(after_cursors(cursors))
     if a.dedupe is not None:
-        narrow = _without_duplicates(spark, inbox, narrow, a, a.dedupe)
+        narrow = _without_duplicates(inbox, narrow, a, a.dedupe)
     rank = F.row_number().over(
         Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
     numbered = narrow.withColumn("_rank", rank).where(F.col("_rank") <= a.lookahead
@@ -195,8 +196,7 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
                                         "enqueued_time_utc", "scheduled_enqueue_time_utc",
                                         "expires_at_utc", "size_in_bytes")})
     typed.update({
-        "sequence_number": F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS)
-        + counter,
+        "sequence_number": sequence_column(F.col("partition_id"), counter),
         "row_version": F.lit(0).cast("long"), "state": F.lit("Active"),
         "delivery_count": F.lit(0), "lane": F.lit(None).cast("string"),
     })
@@ -207,8 +207,8 @@ def _inbox_candidates(spark: SparkSession, inbox: str, cursors: list[Cursor], st
         "_pending", "_void", F.lit(None).cast("timestamp").alias(RECORD_AT))
 
 
-def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame, a: Attempt,
-                        window: timedelta) -> DataFrame:
+def _without_duplicates(inbox: Inbox, narrow: DataFrame, a: Attempt, window: timedelta
+                        ) -> DataFrame:
     """The head rows that are not duplicates (S11.2, ``core.duplicates``). The previous
     copy of a head row was sent at most a window before the oldest head row: only inbox
     rows of that time range are read (data skipping on enqueued time), never the backlog.
@@ -218,12 +218,12 @@ def _without_duplicates(spark: SparkSession, inbox: str, narrow: DataFrame, a: A
     bounds = narrow.agg(F.min("enqueued_time_utc"), F.max("enqueued_time_utc")).first()
     if bounds is None or bounds[0] is None:
         return narrow
-    recent = spark.read.format("delta").load(inbox).where(
+    recent = inbox.rows(
         F.col("partition_id").isin(a.partitions) & owned_rows(a.target)
         & ~F.col("send_id").startswith(TRANSACTION_SEND_PREFIX)  # checked at commit
         & F.col("enqueued_time_utc").between(F.lit(bounds[0] - window), F.lit(bounds[1]))
     ).select(*LOCATOR, *DUPLICATE_GROUP[1:], "enqueued_time_utc",
-             F.col("_metadata.row_commit_version").alias("_v"),
+             F.col(COMMIT_VERSION).alias("_v"),
              copy_of(a.target).alias("_copy"))
     order = Window.partitionBy(*DUPLICATE_GROUP, "_copy").orderBy("_v", "batch_index")
     copies = recent.withColumn(PREVIOUS_TIME, F.lag("enqueued_time_utc").over(order)).where(
@@ -296,7 +296,7 @@ def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Colum
     p row's version as read) to the given cursor."""
     return rows.select(
         "partition_id", F.lit(Lane.MAIN).alias("lane"),
-        F.shiftleft(F.col("partition_id").cast("long"), COUNTER_BITS).alias("sequence_number"),
+        sequence_column(F.col("partition_id"), F.lit(0)).alias("sequence_number"),
         F.lit("p").alias("row_type"), (F.col("_p_version") + 1).alias("row_version"),
         version.cast("long").alias("cursor_version"), index.cast("long").alias("cursor_index"),
         counter.cast("long").alias("last_counter"), F.col("_p_version").alias(EXPECT_COLUMN),
@@ -311,39 +311,40 @@ def _cursor_changes(decided: DataFrame) -> DataFrame:
                         F.col("_index"), F.col("_counter"))
 
 
-def _idle_cursors(spark: SparkSession, decided: DataFrame, cursors: list[Cursor], end: int
-                  ) -> DataFrame:
+def _idle_cursors(decided: DataFrame, cursors: list[Cursor], end: int) -> DataFrame:
     """Cursors of partitions that had no inbox row in a window that stopped short of the
     newest commit (or, for maintenance, any window): they move past the window's end, so
     the next receive reads further, no partition is left behind (the window is a bounded
     step) and the segments behind them can be dropped (``engine.maintain``)."""
     busy = {int(r[0]) for r in decided.where(F.col("origin") == "inbox")
             .select("partition_id").distinct().collect()}
-    idle = spark.createDataFrame(
+    idle = decided.sparkSession.createDataFrame(
         [(c.partition, c.counter, c.p_version) for c in cursors
          if c.partition not in busy and (c.version, c.position) < (end, MAX_INDEX)],
         "partition_id int, _counter long, _p_version long")
     return _cursor_rows(idle, F.lit(end), F.lit(MAX_INDEX), F.col("_counter"))
 
 
-def ledger_slice(spark: SparkSession, ledger_path: str, a: Attempt, lane: str) -> DataFrame:
+def ledger_slice(ledger: Ledger, a: Attempt, lane: str) -> DataFrame:
     """What a receive of ``lane`` reads of the ledger, narrow: the cursors and commit
     markers, the completion records of the lane and its message rows (``_lane_filter``)."""
-    ledger = spark.read.format("delta").load(ledger_path).where(
-        F.col("partition_id").isin(a.partitions))
+    rows = ledger.rows(F.col("partition_id").isin(a.partitions))
     heads = F.col("row_type").isin("p", "t") & (F.col("lane") == Lane.MAIN)  # cursors, commits
     records = (F.col("row_type") == RECORD) & (F.col("lane") == lane)
-    return ledger.where(heads | records | ((F.col("row_type") == "m") & _lane_filter(a, lane))
+    wanted = _lane_filter(a, lane)
+    if a.cancel:
+        wanted = wanted | F.col("sequence_number").isin(list(a.cancel))
+    return rows.where(heads | records | ((F.col("row_type") == "m") & wanted)
                         ).select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version",
                                  "cursor_index", "last_counter")
 
 
-def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
+def _read_ledger(ledger: Ledger, a: Attempt, lane: str
                  ) -> tuple[DataFrame, list[Cursor], frozenset[str], list[Record]]:
     """(the candidate ledger rows, checkpointed, each with the time of its completion
     record if any; the cursors; the send ids of committed transactions; the completion
     records of ``lane``). One scan of the ledger, narrow columns only."""
-    slice_ = ledger_slice(spark, ledger_path, a, lane).localCheckpoint()
+    slice_ = ledger_slice(ledger, a, lane).localCheckpoint()
     rows = slice_.where(F.col("row_type") != "m").select(
         "row_type", "partition_id", "cursor_version", "cursor_index", "last_counter",
         "row_version", "send_id", "sequence_number", "lock_token", "enqueued_time_utc"
@@ -360,35 +361,33 @@ def _read_ledger(spark: SparkSession, ledger_path: str, a: Attempt, lane: str
     return candidates, cursors, committed, found
 
 
-def _candidates(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-                lane: str) -> tuple[DataFrame, list[Cursor], int, list[Record]]:
+def _candidates(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
+                ) -> tuple[DataFrame, list[Cursor], int, list[Record]]:
     """(every row a receive of ``lane`` considers: its ledger rows and, in the main queue,
     the inbox rows after each cursor; the cursors; the last inbox commit read; the
     completion records read)."""
-    candidates, cursors, committed, found = _read_ledger(spark, ledger_path, a, lane)
+    candidates, cursors, committed, found = _read_ledger(ledger, a, lane)
     start = min((c.version for c in cursors), default=0)
     end = min(a.latest_version, start + WINDOW_VERSIONS)  # a bounded step (issue 5)
     if lane == Lane.MAIN:
         candidates = candidates.unionByName(
-            _inbox_candidates(spark, inbox_path, cursors, start, end, a, committed))
+            _inbox_candidates(inbox, cursors, start, end, a, committed))
     return candidates, cursors, end, found
 
 
-def deliverable_heads(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt
-                      ) -> DataFrame:
+def deliverable_heads(ledger: Ledger, inbox: Inbox, a: Attempt) -> DataFrame:
     """The messages a receive of the main queue could hand out now, at the head of each
     partition (``a.lookahead`` inbox rows after each cursor): narrow columns, no commit.
     Sessions with available messages are found here (S10.2)."""
-    heads, _, _, _ = _candidates(spark, ledger_path, inbox_path, a, Lane.MAIN)
+    heads, _, _, _ = _candidates(ledger, inbox, a, Lane.MAIN)
     ok = to_column(deliverable(a.ctx)) & ~F.col("_pending") & ~F.col("_void")
     return heads.where(F.coalesce(ok, F.lit(False)))
 
 
-def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-             lane: str) -> DataFrame:
+def _changes(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str) -> DataFrame:
     """The change rows of one attempt; the decision is checkpointed once, so lock tokens
     are drawn once and every later use reads the same rows."""
-    candidates, cursors, end, found = _candidates(spark, ledger_path, inbox_path, a, lane)
+    candidates, cursors, end, found = _candidates(ledger, inbox, a, lane)
     decided = _pick(candidates.withColumn("_new_token", F.expr("uuid()")), a)
     decided = decided.withColumns({"_old_lane": F.col("lane"), "_old_token": F.col("lock_token"),
                                    "_read_version": F.col("row_version")}).localCheckpoint()
@@ -402,12 +401,12 @@ def _changes(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
     messages = messages.unionByName(_no_new_records(outcome), allowMissingColumns=True)
     old = old_record_deletes(found, lane, a.ctx.now)
     if old:  # folded, or never valid: nobody reads them back any more
-        messages = messages.unionByName(change_frame(spark, old).withColumns(
+        messages = messages.unionByName(change_frame(ledger.spark, old).withColumns(
             {"_old_lane": F.col("lane"), "_handed": F.lit(False)}), allowMissingColumns=True)
     if lane == Lane.MAIN:
         messages = messages.unionByName(_cursor_changes(decided), allowMissingColumns=True)
         if end < a.latest_version or a.advance_idle:
-            messages = messages.unionByName(_idle_cursors(spark, decided, cursors, end),
+            messages = messages.unionByName(_idle_cursors(decided, cursors, end),
                                             allowMissingColumns=True)
     return messages
 
@@ -448,10 +447,10 @@ def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
             f"AND t.lane IN ({', '.join(repr(str(x)) for x in sorted(lanes))}) AND ({ranges})")
 
 
-def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-                 lane: str = Lane.MAIN) -> ReceiveResult:
+def receive_once(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
+                 ) -> ReceiveResult:
     """Run one attempt; raises StaleRead or a Delta conflict if it lost a race."""
-    changes = _changes(spark, ledger_path, inbox_path, a, lane)
+    changes = _changes(ledger, inbox, a, lane)
     # One small query tells both what to commit (per partition and lane as read: the
     # sequence range) and where the handed-out bodies are (partition, segment, send).
     # Rows taken from the inbox count with the lane they go to: a row already there (a
@@ -469,10 +468,7 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
     if any(int(r["writes"]) for r in summary):
         written = [(int(r["partition_id"]), str(r["_old_lane"]), int(r["low"]), int(r["high"]))
                    for r in summary if r["_old_lane"] is not None and int(r["writes"])]
-        guarded_merge(spark, ledger_path, merge_scope(written), LEDGER_KEYS,
-                      changes.where(F.col(OP_COLUMN).isNotNull()).select(
-                          *LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN),
-                      LEDGER_COLUMNS, LEDGER_MATCH)
+        ledger.merge_changes(merge_scope(written), changes.where(F.col(OP_COLUMN).isNotNull()))
         committed = True
         # The lock's clock starts when the commit succeeded (S5.2): the caller is told
         # commit end + duration; the stored time, stamped before, is later still unless
@@ -488,7 +484,7 @@ def receive_once(spark: SparkSession, ledger_path: str, inbox_path: str, a: Atte
                          locked_until=told if a.ctx.peek_lock else None)
 
 
-def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> DataFrame:
+def with_bodies(inbox: Inbox, result: ReceiveResult) -> DataFrame:
     """The handed-out rows as messages: their state joined with their inbox rows, read with
     literal partition, segment and send filters (pruning and data skipping)."""
     state = result.handed.select(*LOCATOR, "sequence_number", *STATE_OUT)
@@ -500,8 +496,7 @@ def with_bodies(spark: SparkSession, inbox_path: str, result: ReceiveResult) -> 
         where = (F.col("partition_id").isin(sorted({p for p, _, _ in result.locators}))
                  & F.col("segment").isin(sorted({s for _, s, _ in result.locators}))
                  & F.col("send_id").isin(sorted({x for _, _, x in result.locators})))
-    inbox = spark.read.format("delta").load(inbox_path).where(where)
-    return state.join(inbox, LOCATOR).select(*OUTPUT_COLUMNS)
+    return state.join(inbox.rows(where), LOCATOR).select(*OUTPUT_COLUMNS)
 
 
 def lock_stamp(now: datetime, lock_duration: timedelta, grace: float) -> datetime:

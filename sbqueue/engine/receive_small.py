@@ -32,15 +32,18 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from sbqueue.core.picking import pick
-from sbqueue.core.sequence import COUNTER_BITS, counter_of
+from sbqueue.core.sequence import counter_of, cursor_key, sequence_of
 from sbqueue.core.transitions import (
     RECORD_AT,
     Lane,
+    cancel_valid,
     completed_by_record,
     deliverable,
     receive_outcome,
 )
 from sbqueue.engine.columns import to_sql, values_frame
+from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import (
     MAX_INDEX,
     OUTPUT_COLUMNS,
@@ -60,26 +63,16 @@ from sbqueue.engine.receive import (
 from sbqueue.engine.records import Record, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
-    LEDGER_KEYS,
-    LEDGER_MATCH,
     LEDGER_TYPES,
     LOCATOR,
     MESSAGE_FIELDS,
     RECORD,
-    change_frame,
     ledger_row,
     owned_rows,
 )
-from sbqueue.store.delta import (
-    ABSENT,
-    DELETE_IF,
-    EXPECT_COLUMN,
-    OP_COLUMN,
-    guarded_merge,
-    read_appended,
-)
+from sbqueue.store.delta import ABSENT, DELETE_IF, EXPECT_COLUMN, OP_COLUMN
 
-__all__ = ["SMALL_RECEIVE", "receive", "small_receive"]
+__all__ = ["SMALL_RECEIVE", "NotCancellable", "cancel", "receive", "small_receive"]
 
 SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
 HEAD_ROWS = 32  # inbox rows read beyond those asked (expired, future, void ones are passed)
@@ -98,6 +91,15 @@ _HANDED_SCHEMA = StructType([
     *[StructField(c, LEDGER_TYPES[c]) for c in STATE_OUT]])
 
 
+class NotCancellable(Exception):
+    """Sequence numbers a cancel found but cannot remove (not scheduled, or already due):
+    nothing was committed."""
+
+    def __init__(self, seqs: list[int]) -> None:
+        super().__init__(seqs)
+        self.seqs = seqs
+
+
 def decided_here(a: Attempt, lane: str) -> bool:
     """Whether a receive is small and plain enough to be decided on the driver."""
     asked = 0 < a.total <= SMALL_RECEIVE and not a.pass_to
@@ -107,22 +109,21 @@ def decided_here(a: Attempt, lane: str) -> bool:
             and lane in (Lane.MAIN, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER))
 
 
-def receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-            lane: str = Lane.MAIN) -> ReceiveResult:
+def receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
+            ) -> ReceiveResult:
     """One receive attempt: on the driver when it is small and plain, else in Spark."""
-    result = small_receive(spark, ledger_path, inbox_path, a, lane)
-    return result if result is not None else receive_once(spark, ledger_path, inbox_path, a,
-                                                          lane)
+    result = small_receive(ledger, inbox, a, lane)
+    return result if result is not None else receive_once(ledger, inbox, a, lane)
 
 
-def small_receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Attempt,
-                  lane: str) -> ReceiveResult | None:
+def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
+                  ) -> ReceiveResult | None:
     """Run one attempt decided on the driver, or None when it is not for the driver;
     raises StaleRead or a Delta conflict if it lost a race (as ``receive_once``)."""
     if not decided_here(a, lane):
         return None
     limit = a.total + HEAD_ROWS
-    slice_rows = _ledger_rows(spark, ledger_path, a, lane, limit)
+    slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel))
     if slice_rows is None:
         return None  # more available rows in the ledger than a small receive reads
     cursors = [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
@@ -142,8 +143,7 @@ def small_receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Att
                                     for p, seq in a.pass_to)
             if limit > SMALL_PASS:
                 return None
-        head = _inbox_head(spark, inbox_path, cursors, start, end, a, limit,
-                           bodies=not a.pass_to)
+        head = _inbox_head(inbox, cursors, start, end, a, limit, bodies=not a.pass_to)
         complete_head = len(head) < limit
         candidates += _inbox_candidates(head, cursors, committed, a)
     pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
@@ -151,16 +151,47 @@ def small_receive(spark: SparkSession, ledger_path: str, inbox_path: str, a: Att
     changes = [_decide(row, a) for row in candidates]
     if not complete_head and sum(1 for c in changes if c["_handed"]) < a.total:
         return None  # a cut head may hide deliverable rows of other partitions
+    if a.cancel and not _cancelled(changes, a):
+        return None  # a target not read or not passed: the two-step cancel decides
     writes = [c for c in changes if c[OP_COLUMN] is not None]
     writes += _guard_rows(changes) + old_record_deletes(found, lane, a.ctx.now)
     writes += _folds(found, {(int(c["partition_id"]), int(c["sequence_number"]))
                              for c in changes if c["origin"] == "ledger"}, lane)
     if lane == Lane.MAIN:
         writes += _cursor_moves(changes, cursors, end, a, complete_head)
-    return _commit(spark, ledger_path, a, changes, writes, complete_head)
+    return _commit(ledger, a, changes, writes, complete_head)
 
 
-def _ledger_rows(spark: SparkSession, ledger_path: str, a: Attempt, lane: str, limit: int
+def cancel(ledger: Ledger, inbox: Inbox, a: Attempt) -> bool:
+    """Remove the scheduled messages ``a.cancel`` in one commit: the cursor passes those
+    still in the inbox without storing them, and those in the ledger are deleted (S8.4).
+    False when it cannot be decided on the driver (nothing committed); NotCancellable when
+    one is not a scheduled message still waiting."""
+    return small_receive(ledger, inbox, a, Lane.MAIN) is not None
+
+
+def _cancelled(changes: list[dict[str, Any]], a: Attempt) -> bool:
+    """Turn each target's change into its removal; False when a target was not read (or,
+    in the inbox, not passed). Raises NotCancellable naming the targets not valid."""
+    by_seq = {int(c["sequence_number"]): c for c in changes}
+    valid = cancel_valid(a.ctx.now)
+    refused = []
+    for seq in a.cancel:
+        change = by_seq.get(seq)
+        if change is None or (change["origin"] == "inbox" and not change["_passed"]):
+            return False
+        if not valid.evaluate(change):
+            refused.append(seq)
+        elif change["origin"] == "inbox":
+            change[OP_COLUMN] = None  # passed and never stored: gone
+        else:
+            change[OP_COLUMN] = "delete"  # guarded by the row version read
+    if refused:
+        raise NotCancellable(refused)
+    return True
+
+
+def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int
                  ) -> list[dict[str, Any]] | None:
     """The ledger rows a small receive decides on, in one scan and one job (a top-k): the
     cursors, commit markers and completion records first, then the first ``limit`` message
@@ -171,7 +202,7 @@ def _ledger_rows(spark: SparkSession, ledger_path: str, a: Attempt, lane: str, l
         F.col("locked_until_utc") <= F.lit(a.ctx.now).cast("timestamp"))
     is_message = F.col("row_type") == "m"
     cap = MARKS_READ + limit + 1
-    rows = (ledger_slice(spark, ledger_path, a, lane).where(~is_message | free)
+    rows = (ledger_slice(ledger, a, lane).where(~is_message | free)
             .orderBy(is_message, "sequence_number").limit(cap).collect())
     out = [as_aware(r) for r in rows]
     messages = sum(1 for r in out if r["row_type"] == "m")
@@ -193,15 +224,13 @@ def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[d
             for partition, seq, token, at in newest.values()]
 
 
-def _inbox_head(spark: SparkSession, inbox_path: str, cursors: list[Cursor], start: int,
-                end: int, a: Attempt, limit: int, bodies: bool = True
-                ) -> list[dict[str, Any]]:
+def _inbox_head(inbox: Inbox, cursors: list[Cursor], start: int, end: int, a: Attempt,
+                limit: int, bodies: bool = True) -> list[dict[str, Any]]:
     """The first ``limit`` inbox rows after the cursors, in commit order, whole (without
     ``bodies``: the columns a decision reads): a prefix of each partition's rows, one job."""
     columns = _MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
-    rows = read_appended(
-        spark, inbox_path, start - 1, end,
-        F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
+    rows = inbox.appended(
+        start - 1, end, F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
     ).where(after_cursors(cursors)).select(
         *LOCATOR[:-1], *columns, "batch_index", "_commit_version",
     ).orderBy("_commit_version", "batch_index").limit(limit).collect()
@@ -232,7 +261,7 @@ def _inbox_candidates(head: list[dict[str, Any]], cursors: list[Cursor],
                                         a.ctx.now)
         row = ledger_row(**{c: r[c] for c in LEDGER_COLUMNS if c in r})
         row.update({
-            "sequence_number": (partition << COUNTER_BITS) + counter, "row_type": "m",
+            "sequence_number": sequence_of(partition, counter), "row_type": "m",
             "row_version": 0, "state": "Active", "delivery_count": 0, "lane": None,
             "origin": "inbox", "_commit_version": r["_commit_version"],
             "_index": r["batch_index"], "_counter": counter, "_p_version": cursor.p_version,
@@ -264,7 +293,7 @@ def _guard_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _p_row(partition: int, version: int, index: int, counter: int, p_version: int
            ) -> dict[str, Any]:
     return ledger_row(partition_id=partition, lane=Lane.MAIN,
-                      sequence_number=partition << COUNTER_BITS, row_type="p",
+                      sequence_number=cursor_key(partition), row_type="p",
                       row_version=p_version + 1, cursor_version=version, cursor_index=index,
                       last_counter=counter, **{EXPECT_COLUMN: p_version, OP_COLUMN: "upsert"})
 
@@ -284,7 +313,7 @@ def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int
     return moves
 
 
-def _commit(spark: SparkSession, ledger_path: str, a: Attempt, changes: list[dict[str, Any]],
+def _commit(ledger: Ledger, a: Attempt, changes: list[dict[str, Any]],
             writes: list[dict[str, Any]], complete_head: bool) -> ReceiveResult:
     handed = [c for c in changes if c["_handed"]]
     told = None
@@ -295,10 +324,9 @@ def _commit(spark: SparkSession, ledger_path: str, a: Attempt, changes: list[dic
             seq = int(w["sequence_number"])
             low, high = spans.get(key, (seq, seq))
             spans[key] = (min(low, seq), max(high, seq))
-        guarded_merge(spark, ledger_path,
-                      merge_scope([(p, lane, lo, hi) for (p, lane), (lo, hi) in spans.items()]),
-                      LEDGER_KEYS, change_frame(spark, writes), LEDGER_COLUMNS, LEDGER_MATCH,
-                      FOLDED)
+        ledger.merge_changes(
+            merge_scope([(p, lane, lo, hi) for (p, lane), (lo, hi) in spans.items()]),
+            writes, FOLDED)
         told = min(a.ctx.locked_until, utcnow() + a.lock_duration)
     left = dict.fromkeys(a.partitions, 0)
     for c in changes:
@@ -306,7 +334,7 @@ def _commit(spark: SparkSession, ledger_path: str, a: Attempt, changes: list[dic
     if not complete_head:  # what lies past a cut head is unknown
         left = {p: n for p, n in left.items() if n}
     return ReceiveResult(
-        handed=_handed_frame(spark, handed),
+        handed=_handed_frame(ledger.spark, handed),
         locators=sorted({(int(c["partition_id"]), int(c["segment"]), str(c["send_id"]))
                          for c in handed if c["segment"] is not None}),
         count=len(handed), left=left, committed=bool(writes),

@@ -22,17 +22,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from sbqueue.core.sequence import partition_of
 from sbqueue.engine.columns import sql_literal
-from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_SCHEMA, RECORD, ledger_row
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, append
+from sbqueue.engine.schema import RECORD, ledger_row
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
 
-__all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "append_record",
-           "append_records",
-           "old_record_deletes", "record_at", "record_rows"]
+__all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "old_record_deletes",
+           "record_at", "record_rows"]
 
 # Records stay this long after they were written, folded or not: a writer reads its own
 # record back within this time when it has to (``settle.complete_by_records``).
@@ -59,23 +57,6 @@ def record_rows(rows: list[Any]) -> list[Record]:
             at = r["enqueued_time_utc"].astimezone(timezone.utc)
             earliest[key] = min(earliest.get(key, at), at)
     return [(*key, at) for key, at in earliest.items()]
-
-
-def append_records(spark: SparkSession, ledger_path: str, lane: str,
-                   locks: list[tuple[int, str]], written_at: datetime, tag: str) -> None:
-    """Append records of (sequence number, token): one Delta commit that conflicts with
-    nothing, found in the table's history by ``tag``."""
-    rows = [ledger_row(partition_id=partition_of(seq), lane=lane, sequence_number=seq,
-                       row_type=RECORD, row_version=0, lock_token=token,
-                       enqueued_time_utc=written_at) for seq, token in locks]
-    append(spark.createDataFrame([tuple(r[c] for c in LEDGER_COLUMNS) for r in rows],
-                                 LEDGER_SCHEMA), ledger_path, tag=tag)
-
-
-def append_record(spark: SparkSession, ledger_path: str, lane: str, seq: int, token: str,
-                  written_at: datetime, tag: str) -> None:
-    """Append one record (``append_records`` of one)."""
-    append_records(spark, ledger_path, lane, [(seq, token)], written_at, tag)
 
 
 def record_at(records: list[Record]) -> Column:

@@ -121,7 +121,7 @@ LEDGER_SCHEMA = StructType(
     [
         StructField("partition_id", IntegerType(), False),
         StructField("lane", StringType(), False),  # sbqueue.core.transitions.Lane
-        StructField("sequence_number", LongType(), False),  # p rows: partition << 48
+        StructField("sequence_number", LongType(), False),  # p rows: core.sequence.cursor_key
         StructField("row_type", StringType(), False),  # m | p
         StructField("row_version", LongType(), False),
         StructField("segment", LongType()),

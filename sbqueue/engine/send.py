@@ -34,13 +34,13 @@ from sbqueue.core.properties import QueueProperties, TopicProperties
 from sbqueue.core.routing import key_expr, partitions_for
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
 from sbqueue.engine.columns import to_column
+from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.schema import INBOX_SCHEMA, MESSAGE_FIELDS, SEGMENT_SECONDS
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageSizeExceededError,
     PartitionUnavailableError,
 )
-from sbqueue.store.delta import append
 
 __all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
 
@@ -295,7 +295,7 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
     ).select(*[f.name for f in INBOX_SCHEMA.fields])
 
 
-def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbox_path: str,
+def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbox: Inbox,
                    round_robin_start: int = 0, fenced: frozenset[int] = frozenset(),
                    send_id: str | None = None,
                    shape: Callable[[DataFrame], DataFrame] | None = None,
@@ -314,10 +314,10 @@ def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbo
             rows = shape(rows)
         rows = rows.withColumn("send_id", F.lit(send_id))
         if idempotent:  # a repeat runs no job, so nothing could be observed: the caller counts
-            append(rows, inbox_path, txn=(send_id, 0))
+            inbox.append(rows, txn=(send_id, 0))
             return SendResult(count=0, send_id=send_id)
-        append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
-                            F.sum("size_in_bytes").alias("bytes")), inbox_path)
+        inbox.append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
+                                  F.sum("size_in_bytes").alias("bytes")))
     except Exception as exc:
         text = str(exc)
         if _MARK not in text:

@@ -29,7 +29,7 @@ from sbqueue.core.routing import partition_for
 from sbqueue.core.sequence import row_key
 from sbqueue.core.sessions import check_session_id, lockable, session_held, state_bytes
 from sbqueue.core.sizes import message_limit
-from sbqueue.core.transitions import Lane
+from sbqueue.core.transitions import RECORD_AT, Lane, completed_by_record
 from sbqueue.engine.receive import (
     SESSION_LOOKAHEAD,
     ReceiveResult,
@@ -40,7 +40,8 @@ from sbqueue.engine.receive import (
     utcnow,
     with_bodies,
 )
-from sbqueue.engine.settle import merge_rows
+from sbqueue.engine.records import record_rows
+from sbqueue.engine.schema import RECORD, ledger_row
 from sbqueue.exceptions import (
     InvalidOperationError,
     OperationTimeoutError,
@@ -49,6 +50,7 @@ from sbqueue.exceptions import (
     StorageConflictError,
 )
 from sbqueue.store.delta import (
+    ABSENT,
     EXPECT_COLUMN,
     OP_COLUMN,
     RETRYABLE,
@@ -88,7 +90,7 @@ class Sessions:
     """The session operations of one entity (a session queue or subscription)."""
 
     def __init__(self, entity: Entity) -> None:
-        if not entity.props.requires_session or entity.sub_queue:
+        if not entity.props.requires_session or entity.sub_queue.is_dead_letter:
             raise InvalidOperationError(
                 f"{entity.path} does not require sessions: receive it without a session "
                 "(S10.2)")
@@ -106,9 +108,8 @@ class Sessions:
         if not wanted:
             return {}
         parts = sorted({self.partition_of(s) for s in wanted})
-        rows = (self.spark.read.format("delta").load(self.entity.ledger_path)
-                .where(F.col("partition_id").isin(parts) & (F.col("lane") == Lane.SESSION)
-                       & (F.col("row_type") == "s") & F.col("session_id").isin(wanted))
+        rows = (self.entity.ledger.sessions(F.col("partition_id").isin(parts)
+                                            & F.col("session_id").isin(wanted))
                 .select("session_id", "lock_token", "locked_until_utc", "row_version",
                         "session_state").collect())
         return {str(r["session_id"]): as_aware(r) for r in rows}
@@ -121,8 +122,7 @@ class Sessions:
 
     def states(self) -> DataFrame:
         """Every session with a state or a lock: session_id, state, locked_until_utc."""
-        return (self.spark.read.format("delta").load(self.entity.ledger_path)
-                .where((F.col("lane") == Lane.SESSION) & (F.col("row_type") == "s"))
+        return (self.entity.ledger.sessions()
                 .select("session_id", "partition_id", F.col("session_state").alias("state"),
                         "locked_until_utc"))
 
@@ -137,7 +137,7 @@ class Sessions:
     # -- committing s rows -----------------------------------------------------------------
     def _commit(self, rows: list[dict[str, Any]], partitions: Iterable[int],
                 lanes: tuple[str, ...] = (Lane.SESSION,)) -> None:
-        merge_rows(self.spark, self.entity.ledger_path, rows, partitions, lanes)
+        self.entity.ledger.merge_rows(rows, partitions, lanes)
 
     def s_row(self, session_id: str, read: dict[str, Any] | None, **values: Any) -> dict[str, Any]:
         partition = self.partition_of(session_id)
@@ -204,7 +204,7 @@ class Sessions:
         entity = self.entity
         attempt = replace(entity.make_attempt(list(range(entity.partitions)), 0, 0, True),
                           share=SESSION_LOOKAHEAD)
-        heads = deliverable_heads(self.spark, entity.ledger_path, entity.inbox_path, attempt)
+        heads = deliverable_heads(entity.ledger, entity.inbox, attempt)
         oldest = (heads.where(F.col("session_id").isNotNull()).groupBy("session_id")
                   .agg(F.min("enqueued_time_utc").alias("t"))
                   .orderBy("t").limit(limit + 64).collect())
@@ -267,20 +267,29 @@ class Sessions:
     def _move_message_locks(self, lock: SessionLock, until: datetime | None
                             ) -> list[dict[str, Any]]:
         """The session's messages this holder has locked, with their locks moved to
-        ``until`` (None: released, available again)."""
-        rows = (self.spark.read.format("delta").load(self.entity.ledger_path)
-                .where((F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
-                       & (F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
-                       & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
-                .collect())
+        ``until`` (None: released, available again). A message a completion record of its
+        lock completed is deleted instead: a release must not void a complete (decision
+        011). For every other one a guard row says "no record of this lock": a record
+        landing after this read fails the commit, which then reads again."""
+        held = ((F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
+                & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
+        read = [as_aware(r) for r in self.entity.ledger.rows(
+            (F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
+            & (held | (F.col("row_type") == RECORD))).collect()]
+        recorded = {(p, seq, token): at for p, seq, token, at in record_rows(read)}
         out = []
-        for r in rows:
-            row = r.asDict()
-            row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
-                        "row_version": row["row_version"] + 1, "locked_until_utc": until})
-            if until is None:
-                row["lock_token"] = None
-            out.append(row)
+        for row in (r for r in read if r["row_type"] == "m"):
+            at = recorded.get((lock.partition, row["sequence_number"], row["lock_token"]))
+            if at is not None and completed_by_record().evaluate({**row, RECORD_AT: at}):
+                out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "delete"})
+                continue
+            out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
+                        "row_version": row["row_version"] + 1, "locked_until_utc": until,
+                        "lock_token": row["lock_token"] if until else None})
+            out.append(ledger_row(
+                partition_id=lock.partition, lane=Lane.MAIN,
+                sequence_number=row["sequence_number"], row_type=RECORD, row_version=0,
+                lock_token=row["lock_token"], **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT}))
         return out
 
     def _relock(self, lock: SessionLock, until: datetime | None) -> None:
@@ -361,14 +370,13 @@ class Sessions:
                                          mode == "peek_lock")
             a = replace(a, sessions=tuple(sorted(lk.session_id for lk in locks)),
                         ctx=replace(a.ctx, locked_until=ends))
-            return receive_once(self.spark, self.entity.ledger_path, self.entity.inbox_path,
-                                a, Lane.MAIN)
+            return receive_once(self.entity.ledger, self.entity.inbox, a, Lane.MAIN)
 
         with self.entity.board.hold(partitions):
             result = retry_conflicts(attempt, what=f"session receive on {self.entity.path}")
         if result.locked_until is not None:
             result = replace(result, locked_until=ends)
-        return with_bodies(self.spark, self.entity.inbox_path, result)
+        return with_bodies(self.entity.inbox, result)
 
     def receive_dataframe(self, max_sessions: int, max_messages_per_session: int, mode: str
                           ) -> DataFrame:

@@ -11,16 +11,15 @@ commit conflicts only with work on those partitions (S14.1).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.core.expr import Expr
-from sbqueue.core.sequence import COUNTER_BITS, partition_of
+from sbqueue.core.sequence import partition_of
 from sbqueue.core.transitions import (
     RECORD_AT,
     Outcome,
@@ -30,21 +29,15 @@ from sbqueue.core.transitions import (
     settle_valid,
 )
 from sbqueue.engine.columns import project, to_column, to_sql
+from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import as_aware, merge_scope, utcnow
-from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET, append_records
-from sbqueue.engine.schema import (
-    LEDGER_COLUMNS,
-    LEDGER_KEYS,
-    LEDGER_MATCH,
-    LEDGER_TYPES,
-    LOCATOR,
-    change_frame,
-)
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, commit_version, guarded_merge
+from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET
+from sbqueue.engine.schema import LEDGER_TYPES, LOCATOR
+from sbqueue.store.delta import EXPECT_COLUMN
 
 PAIRS = "sequence_number long, _token string"
 
-__all__ = ["Applied", "SettleResult", "apply_by_sequence", "complete_by_records", "merge_rows",
+__all__ = ["Applied", "SettleResult", "apply_by_sequence", "complete_by_records",
            "settle_keyed", "settle_once"]
 
 
@@ -74,13 +67,12 @@ class Applied:
 def _scope(seqs: list[int], lanes: tuple[str, ...]) -> str:
     by_partition: dict[int, list[int]] = {}
     for seq in seqs:
-        by_partition.setdefault(seq >> COUNTER_BITS, []).append(seq)
+        by_partition.setdefault(partition_of(seq), []).append(seq)
     return merge_scope([(p, lane, min(numbers), max(numbers))
                         for p, numbers in by_partition.items() for lane in lanes])
 
 
-def apply_by_sequence(spark: SparkSession, ledger_path: str,
-                      wanted: list[tuple[Any, ...]], lanes: tuple[str, ...],
+def apply_by_sequence(ledger: Ledger, wanted: list[tuple[Any, ...]], lanes: tuple[str, ...],
                       valid: Expr, outcome: Outcome, require_all: bool = False,
                       schema: str = PAIRS) -> Applied:
     """Find the ledger rows of (sequence number, caller's token) pairs in ``lanes``, keep
@@ -92,9 +84,9 @@ def apply_by_sequence(spark: SparkSession, ledger_path: str,
     """
     seqs = [int(w[0]) for w in wanted]
     scope = _scope(seqs, lanes)
-    pairs = spark.createDataFrame(wanted, schema)
-    rows = spark.read.format("delta").load(ledger_path).alias("t").where(
-        F.expr(scope) & (F.col("row_type") == "m")).join(F.broadcast(pairs), "sequence_number")
+    pairs = ledger.spark.createDataFrame(wanted, schema)
+    rows = ledger.messages().alias("t").where(F.expr(scope)).join(
+        F.broadcast(pairs), "sequence_number")
     checked = rows.withColumns({
         "_valid": F.coalesce(to_column(valid), F.lit(False)),
         "_new_token": F.expr("uuid()"),  # drawn before the checkpoint: fixed from here on
@@ -105,9 +97,7 @@ def apply_by_sequence(spark: SparkSession, ledger_path: str,
     if good and (not require_all or len(good) == len(set(seqs))):
         changes = project(checked.where("_valid").withColumn(EXPECT_COLUMN, F.col("row_version")),
                           outcome, LEDGER_TYPES)
-        guarded_merge(spark, ledger_path, scope, LEDGER_KEYS,
-                      changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN), LEDGER_COLUMNS,
-                      LEDGER_MATCH)
+        ledger.merge_changes(scope, changes)
     return Applied(
         valid=good, invalid=sorted(int(r[0]) for r in verdicts if not r[1]),
         missing=sorted(set(seqs) - {int(r[0]) for r in verdicts}), changes=changes,
@@ -115,22 +105,22 @@ def apply_by_sequence(spark: SparkSession, ledger_path: str,
                          for r in verdicts if r[1]}))
 
 
-def settle_once(spark: SparkSession, ledger_path: str, locks: list[tuple[int, str]],
-                lanes: tuple[str, ...], ctx: SettleContext) -> SettleResult:
+def settle_once(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, ...],
+                ctx: SettleContext) -> SettleResult:
     """One settlement attempt (S6): the rows whose lock is valid change, the rest are
     reported. One message: one keyed Delta DML (``settle_keyed``); more: one guarded
     MERGE (all of them judged against one read, decision 004)."""
     if len(locks) == 1:
-        return settle_keyed(spark, ledger_path, locks[0], lanes, ctx)
-    applied = apply_by_sequence(spark, ledger_path, [(s, t) for s, t in locks], lanes,
+        return settle_keyed(ledger, locks[0], lanes, ctx)
+    applied = apply_by_sequence(ledger, [(s, t) for s, t in locks], lanes,
                                 settle_valid(ctx.now), settle_outcome(ctx))
     return SettleResult(settled=len(applied.valid), lock_lost=applied.invalid,
                         already_settled=applied.missing,
                         locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
 
 
-def settle_keyed(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
-                 lanes: tuple[str, ...], ctx: SettleContext) -> SettleResult:
+def settle_keyed(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
+                 ctx: SettleContext) -> SettleResult:
     """Settle one message with ONE Delta DELETE (complete) or UPDATE (the others) whose
     condition is the whole rule: literal partition, lanes and sequence number (pruning, and
     the conflict scope Delta checks, fact 2) and ``settle_valid`` with the caller's token.
@@ -142,28 +132,22 @@ def settle_keyed(spark: SparkSession, ledger_path: str, lock: tuple[int, str],
     where = (f"partition_id = {partition_of(seq)} AND lane IN "
              f"({', '.join(repr(str(x)) for x in lanes)}) AND row_type = 'm' "
              f"AND sequence_number = {int(seq)} AND {to_sql(settle_valid(ctx.now, token))}")
-    table = f"delta.`{ledger_path}`"
     outcome = settle_outcome(ctx)
     if ctx.kind == "complete":
-        statement = f"DELETE FROM {table} WHERE {where}"
+        changed = ledger.delete_where(where)
     else:
-        sets = ", ".join(f"`{c}` = CAST({to_sql(e)} AS {LEDGER_TYPES[c].simpleString()})"
-                         for c, e in outcome.items() if not c.startswith("_"))
-        statement = f"UPDATE {table} SET {sets} WHERE {where}"
-    row = spark.sql(statement).first()
-    if row is not None and int(row[0]):
+        changed = ledger.update_where(", ".join(
+            f"`{c}` = CAST({to_sql(e)} AS {LEDGER_TYPES[c].simpleString()})"
+            for c, e in outcome.items() if not c.startswith("_")), where)
+    if changed:
         return SettleResult(settled=1,
                             locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
-    held = spark.read.format("delta").load(ledger_path).where(
-        (F.col("partition_id") == partition_of(seq)) & F.col("lane").isin(list(lanes))
-        & (F.col("row_type") == "m") & (F.col("sequence_number") == seq)).select(
-        "sequence_number").first()
+    held = ledger.message_rows([seq], lanes).select("sequence_number").first()
     return SettleResult(lock_lost=[seq]) if held is not None else SettleResult(
         already_settled=[seq])
 
 
-def complete_by_records(spark: SparkSession, ledger_path: str,
-                        locks: list[tuple[int, str, datetime]], lane: str
+def complete_by_records(ledger: Ledger, locks: list[tuple[int, str, datetime]], lane: str
                         ) -> list[SettleResult | None]:
     """Complete messages with completion records, all in one blind append (``engine.
     records``, decision 011; the callers of a group commit, ``engine.group``); for each
@@ -179,19 +163,16 @@ def complete_by_records(spark: SparkSession, ledger_path: str,
     if not chosen:
         return results
     tag = f"sbqueue-record-{uuid.uuid4().hex}"
-    append_records(spark, ledger_path, lane, [locks[i][:2] for i in chosen], written_at, tag)
+    ledger.append_records(lane, [locks[i][:2] for i in chosen], written_at, tag)
     landed = utcnow()
     late = [i for i in chosen if landed + CLOCK_MARGIN >= locks[i][2]]
     for i in chosen:
         results[i] = SettleResult(settled=1)
     if late:
-        before = commit_version(spark, ledger_path, tag) - 1
-        rows = {int(r["sequence_number"]): r for r in spark.read.format("delta")
-                .option("versionAsOf", before).load(ledger_path).where(
-                    F.col("partition_id").isin(sorted({partition_of(locks[i][0]) for i in late}))
-                    & F.col("sequence_number").isin([locks[i][0] for i in late])
-                    & (F.col("row_type") == "m"))
-                .select("sequence_number", "lane", "lock_token", "locked_until_utc").collect()}
+        before = ledger.tagged_version(tag) - 1
+        rows = {int(r["sequence_number"]): r for r in ledger.message_rows(
+                [locks[i][0] for i in late], version=before).select(
+                "sequence_number", "lane", "lock_token", "locked_until_utc").collect()}
         for i in late:
             results[i] = _record_verdict(rows.get(locks[i][0]), locks[i][:2], lane, written_at)
     return results
@@ -209,16 +190,3 @@ def _record_verdict(row: Any, lock: tuple[int, str], lane: str, written_at: date
             and completed_by_record().evaluate(as_read):
         return SettleResult(settled=1)
     return SettleResult(lock_lost=[seq])
-
-
-def merge_rows(spark: SparkSession, ledger_path: str, rows: list[dict[str, Any]],
-               partitions: Iterable[int], lanes: Iterable[str]) -> None:
-    """Commit full ledger rows built on the driver (each with EXPECT_COLUMN and OP_COLUMN)
-    in one guarded MERGE scoped to these partitions and lanes: a session's lock or state, a
-    transaction. Rows are keyed by ``schema.LEDGER_KEYS``."""
-    changes = change_frame(spark, rows)
-    parts = ", ".join(str(int(p)) for p in sorted(set(partitions)))
-    scope = (f"t.partition_id IN ({parts}) AND t.lane IN "
-             f"({', '.join(repr(str(x)) for x in sorted(set(lanes)))})")
-    guarded_merge(spark, ledger_path, scope, LEDGER_KEYS, changes, LEDGER_COLUMNS,
-                  LEDGER_MATCH)

@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties, TopicProperties
 from sbqueue.core.rules import RuleProperties
-from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.core.sequence import counter_of, partition_of, sequence_of
+from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.receive import as_aware, utcnow
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
@@ -39,7 +40,6 @@ __all__ = ["MAX_ACTION_RULES", "Topic", "fan_out"]
 
 MAX_ACTION_RULES = (1 << COPY_BITS) - 1  # rule copies of one message: batch index bits
 _SPAN = 1 << COPY_BITS
-_COUNTER_MASK = (1 << COUNTER_BITS) - 1
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class Topic:
         self.namespace = namespace
         self.props = props
         self.spark = namespace.spark
-        self.inbox_path = namespace.catalog.data_path(props.entity_id, "inbox")
+        self.inbox = Inbox(self.spark, namespace.catalog.data_path(props.entity_id, "inbox"))
         self.partitions = props.partition_count
 
     @property
@@ -152,19 +152,19 @@ class Topic:
         self.check_status()
         subscriptions = self.namespace.catalog.topic_rules(self.props.name)
         fenced = self.namespace.catalog.fenced(self.props.entity_id)
-        return send_dataframe(df, self.props, self.inbox_path, round_robin_start, fenced,
+        return send_dataframe(df, self.props, self.inbox, round_robin_start, fenced,
                               send_id, shape=lambda rows: fan_out(rows, subscriptions),
                               forwarded=forwarded, idempotent=idempotent)
 
     # -- scheduled messages stay at the topic until due (S8.5) -----------------------------
     def sequence_numbers(self, send_id: str) -> list[int]:
-        """A send's topic sequence numbers, in send order: ``partition << 48`` plus one more
+        """A send's topic sequence numbers, in send order: the partition with a counter one more
         than the row id (Delta row tracking) of each message's plain row (S3.4, S8.5)."""
-        rows = (self.spark.read.format("delta").load(self.inbox_path)
-                .where((F.col("send_id") == send_id) & (F.col("batch_index") % _SPAN == 0))
+        rows = (self.inbox.rows((F.col("send_id") == send_id)
+                                & (F.col("batch_index") % _SPAN == 0))
                 .select("partition_id", "batch_index", F.col("_metadata.row_id").alias("rid"))
                 .orderBy("batch_index").collect())
-        return [(int(r[0]) << COUNTER_BITS) | (int(r[2]) + 1) for r in rows]
+        return [sequence_of(int(r[0]), int(r[2]) + 1) for r in rows]
 
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         """Cancel scheduled topic messages not yet due: every subscription's copy goes
@@ -175,10 +175,9 @@ class Topic:
             return
         wanted = F.lit(False)
         for seq in seqs:
-            wanted = wanted | ((F.col("partition_id") == seq >> COUNTER_BITS)
-                               & (F.col("_metadata.row_id") == (seq & _COUNTER_MASK) - 1))
-        inbox = self.spark.read.format("delta").load(self.inbox_path)
-        plain = inbox.where(wanted & (F.col("batch_index") % _SPAN == 0)).select(
+            wanted = wanted | ((F.col("partition_id") == partition_of(seq))
+                               & (F.col("_metadata.row_id") == counter_of(seq) - 1))
+        plain = self.inbox.rows(wanted & (F.col("batch_index") % _SPAN == 0)).select(
             "partition_id", "send_id", "batch_index", "scheduled_enqueue_time_utc").collect()
         now = utcnow()
         due = [r for r in plain if r[3] is None or as_aware(r)["scheduled_enqueue_time_utc"]
@@ -201,9 +200,8 @@ class Topic:
 
     def _targeted(self, messages: set[tuple[str, int]]) -> bool:
         """Whether any copy of these messages went to a subscription."""
-        rows = (self.spark.read.format("delta").load(self.inbox_path)
-                .where(F.col("send_id").isin(sorted({m[0] for m in messages}))
-                       & (F.size("targets") > 0))
+        rows = (self.inbox.rows(F.col("send_id").isin(sorted({m[0] for m in messages}))
+                                & (F.size("targets") > 0))
                 .select("send_id", "batch_index").collect())
         return any((str(r[0]), int(r[1]) >> COPY_BITS) in messages for r in rows)
 
@@ -216,9 +214,9 @@ class Topic:
         however many subscriptions hold a copy; a cancelled one no longer counts."""
         waiting = {(str(r[1]), int(r[2])) for entity in self._subscriptions()
                    for r in _scheduled_copies(entity).collect()}
-        unmatched = (self.spark.read.format("delta").load(self.inbox_path)
-                     .where((F.size("targets") == 0)
-                            & (F.col("scheduled_enqueue_time_utc") > F.current_timestamp()))
+        unmatched = (self.inbox.rows((F.size("targets") == 0)
+                                     & (F.col("scheduled_enqueue_time_utc")
+                                        > F.current_timestamp()))
                      .select("send_id", F.shiftright("batch_index", COPY_BITS)).collect())
         waiting.update((str(r[0]), int(r[1])) for r in unmatched)
         return len(waiting)

@@ -36,7 +36,6 @@ from sbqueue.core.transitions import Lane, SettleContext, settle_outcome, settle
 from sbqueue.engine.receive import PENDING, as_aware, lock_stamp, utcnow
 from sbqueue.engine.schema import TRANSACTION_SEND_PREFIX
 from sbqueue.engine.sessions import SessionLock
-from sbqueue.engine.settle import merge_rows
 from sbqueue.exceptions import (
     MessageAlreadySettled,
     MessageLockLostError,
@@ -48,7 +47,6 @@ from sbqueue.store.delta import (
     EXPECT_COLUMN,
     OP_COLUMN,
     RETRYABLE,
-    latest_version,
     note_conflict,
 )
 
@@ -98,10 +96,7 @@ def _read_settled(entity: Entity, plan: TransactionPlan) -> dict[int, dict[str, 
         return {}
     seqs = sorted({s.sequence_number for s in plan.settlements})
     lanes = sorted({lane for s in plan.settlements for lane in s.lanes})
-    rows = (entity.spark.read.format("delta").load(entity.ledger_path)
-            .where((F.col("partition_id") == plan.partition) & F.col("lane").isin(lanes)
-                   & (F.col("row_type") == "m") & F.col("sequence_number").isin(seqs))
-            .collect())
+    rows = entity.ledger.message_rows(seqs, lanes).collect()
     return {int(r["sequence_number"]): as_aware(r) for r in rows}
 
 
@@ -153,12 +148,11 @@ def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str
     if window is None or not plan.message_ids:
         return []
     since = F.lit(now - window).cast("timestamp")
-    committed = [r[0] for r in entity.spark.read.format("delta").load(entity.ledger_path)
-                 .where((F.col("partition_id") == plan.partition) & (F.col("row_type") == "t"))
-                 .select("send_id").collect()]
+    committed = [r[0] for r in entity.ledger.rows(
+        (F.col("partition_id") == plan.partition) & (F.col("row_type") == "t"))
+        .select("send_id").collect()]
     tx = F.col("send_id").startswith(TRANSACTION_SEND_PREFIX)
-    rows = (entity.spark.read.format("delta").load(entity.inbox_path)
-            .where((F.col("partition_id") == plan.partition) & F.col("targets").isNull()
+    rows = (entity.inbox.rows((F.col("partition_id") == plan.partition) & F.col("targets").isNull()
                    & F.col("message_id").isin(plan.message_ids)
                    & (F.col("enqueued_time_utc") >= since)
                    & (~tx | F.col("send_id").isin(committed)))
@@ -167,9 +161,7 @@ def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str
 
 
 def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
-    rows = (entity.spark.read.format("delta").load(entity.ledger_path)
-            .where((F.col("partition_id") == partition) & (F.col("lane") == Lane.MAIN)
-                   & (F.col("row_type") == "p")).collect())
+    rows = entity.ledger.cursors().where(F.col("partition_id") == partition).collect()
     row = as_aware(rows[0])
     row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
                 "row_version": row["row_version"] + 1})
@@ -178,11 +170,10 @@ def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
 
 def _append_version(entity: Entity, partition: int, send_id: str) -> int:
     """The inbox commit that holds the transaction's rows (data skipping on send_id)."""
-    row = (entity.spark.read.format("delta").load(entity.inbox_path)
-           .where((F.col("partition_id") == partition) & (F.col("send_id") == send_id))
-           .select(F.max("_metadata.row_commit_version")).first())
-    return int(row[0]) if row and row[0] is not None else latest_version(
-        entity.spark, entity.inbox_path)
+    row = (entity.inbox.in_order((F.col("partition_id") == partition)
+                                 & (F.col("send_id") == send_id))
+           .select(F.max("v")).first())
+    return int(row[0]) if row and row[0] is not None else entity.inbox.version()
 
 
 def _marker(partition: int, send_id: str, now: datetime, version: int) -> dict[str, Any]:
@@ -269,7 +260,7 @@ def _commit(entity: Entity, plan: TransactionPlan, read: _Read, send_id: str | N
                 return None
             try:
                 step("during_commit")
-                merge_rows(entity.spark, entity.ledger_path, rows, [plan.partition], lanes)
+                entity.ledger.merge_rows(rows, [plan.partition], lanes)
                 return renewed
             except RETRYABLE as exc:
                 note_conflict(f"transaction on {entity.path}", exc)

@@ -21,12 +21,11 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.jobs.runner import JobError, base_parser, run_job
-from sbqueue.store.delta import retry_conflicts
+from sbqueue.store.delta import Table, retry_conflicts
 
 __all__ = ["load_function", "main", "parser", "write_sink"]
 
@@ -63,16 +62,9 @@ def write_sink(results: DataFrame, sink: str, entity: str) -> None:
     """Insert the rows whose (entity, sequence number) the sink does not hold yet."""
     rows = results.withColumns({"_sbq_entity": F.lit(entity),
                                 "_sbq_sequence_number": F.col("sequence_number")})
-    spark = results.sparkSession
-    if not DeltaTable.isDeltaTable(spark, sink):
-        rows.limit(0).write.format("delta").mode("append").save(sink)
-
-    def merge() -> None:
-        (DeltaTable.forPath(spark, sink).alias("t")
-         .merge(rows.alias("s"), " AND ".join(f"t.{k} = s.{k}" for k in KEY))
-         .whenNotMatchedInsertAll().execute())
-
-    retry_conflicts(merge, what=f"write to {sink}")
+    table = Table(results.sparkSession, sink)
+    condition = " AND ".join(f"t.{k} = s.{k}" for k in KEY)
+    retry_conflicts(lambda: table.insert_missing(rows, condition), what=f"write to {sink}")
 
 
 def _one_batch(args: argparse.Namespace, entity: Any,

@@ -99,8 +99,7 @@ def _body(args: argparse.Namespace, namespace: Any) -> dict[str, Any]:
         raise JobError(f"cannot read the input: {str(exc).splitlines()[0][:300]}") from None
     messages = to_messages(rows, args.column, args.properties)
     send_id = _send_id(args, rows)
-    done = (spark.read.format("delta").load(target.inbox_path)
-            .where(F.col("send_id") == send_id).limit(1).count() > 0)
+    done = target.inbox.of_send(send_id).limit(1).count() > 0
     count = 0 if done else messages.count()
     if not done and count:
         target.send_dataframe(messages, send_id=send_id, idempotent=True)

@@ -131,7 +131,7 @@ def subscription_runtime(ns: Namespace, topic: TopicProperties, sub: Subscriptio
         transfer_dead_letter_message_count=counts["transfer_dead_letter"],
         total_message_count=counts["total"],
         created_at_utc=sub.created_at_utc, updated_at_utc=sub.updated_at_utc,
-        accessed_at_utc=_accessed(last_commit(ns.spark, [entity.ledger_path]), sub),
+        accessed_at_utc=_accessed(last_commit([entity.ledger]), sub),
     )
 
 
@@ -146,6 +146,6 @@ def topic_runtime(ns: Namespace, topic: TopicProperties,
         scheduled_message_count=handle.scheduled_count(),
         size_in_bytes=size, created_at_utc=topic.created_at_utc,
         updated_at_utc=topic.updated_at_utc,
-        accessed_at_utc=_accessed(last_commit(ns.spark, [handle.inbox_path]), topic),
+        accessed_at_utc=_accessed(last_commit([handle.inbox]), topic),
         availability_status=_availability(ns, topic.entity_id),
     )

@@ -10,6 +10,9 @@
   makes read-compute-merge one atomic step on the partitions it names.
 - ``retry_conflicts``: re-run an operation on a Delta conflict or a stale read, a bounded
   number of attempts, with jitter.
+- ``Table``: one Delta table by its path, with every operation above and the maintenance
+  ones (history, delete by partition, compaction, vacuum). The engine's gateways
+  (``engine.ledger``, ``engine.inbox``) are the only modules that hold one (issue 18).
 
 Knows nothing of Service Bus names.
 """
@@ -22,6 +25,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import delta.exceptions as dx
@@ -41,6 +45,7 @@ __all__ = [
     "OP_COLUMN",
     "RETRYABLE",
     "StaleRead",
+    "Table",
     "append",
     "commit_version",
     "conflicts_retried",
@@ -283,3 +288,79 @@ def retry_conflicts(
             delay = min(2.0, base_delay * (2 ** min(attempt, 6)))
             time.sleep(delay * (0.5 + random.random()))
     raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One Delta table by its path: every read and write of it goes through here."""
+
+    spark: SparkSession
+    path: str
+
+    @property
+    def sql_name(self) -> str:
+        """The table in Spark SQL text (views, DML)."""
+        return f"delta.`{self.path}`"
+
+    def create(self, schema: StructType, partition_by: Sequence[str],
+               properties: Mapping[str, str]) -> None:
+        create_table(self.spark, self.path, schema, partition_by, properties)
+
+    def exists(self) -> bool:
+        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+
+    def read(self, version: int | None = None) -> DataFrame:
+        """The table (as of ``version``): a lazy DataFrame, nothing read yet."""
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(self.path)
+
+    def append(self, df: DataFrame, *, txn: tuple[str, int] | None = None,
+               tag: str | None = None) -> None:
+        append(df, self.path, txn=txn, tag=tag)
+
+    def appended(self, after_version: int, up_to_version: int, where: Column) -> DataFrame:
+        return read_appended(self.spark, self.path, after_version, up_to_version, where)
+
+    def merge(self, scope: str, keys: Sequence[str], changes: DataFrame,
+              columns: Sequence[str], match: str = "", delete_if: str = "false"
+              ) -> dict[str, int]:
+        return guarded_merge(self.spark, self.path, scope, keys, changes, columns, match,
+                             delete_if)
+
+    def insert_missing(self, rows: DataFrame, condition: str) -> None:
+        """Insert the rows no stored row matches (``condition`` on ``t`` and ``s``): an
+        idempotent write of rows that may have been written before; creates the table
+        from the rows' schema when there is none."""
+        if not self.exists():
+            rows.limit(0).write.format("delta").mode("append").save(self.path)
+        (DeltaTable.forPath(self.spark, self.path).alias("t")
+         .merge(rows.alias("s"), condition).whenNotMatchedInsertAll().execute())
+
+    def delete(self, predicate: Column) -> None:
+        DeltaTable.forPath(self.spark, self.path).delete(predicate)
+
+    def compact(self, predicate: str) -> None:
+        """OPTIMIZE the files ``predicate`` (on partition columns) selects."""
+        DeltaTable.forPath(self.spark, self.path).optimize().where(predicate).executeCompaction()
+
+    def vacuum(self, hours: float) -> None:
+        DeltaTable.forPath(self.spark, self.path).vacuum(hours)
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """The commit history, newest first (reads only the log)."""
+        table = DeltaTable.forPath(self.spark, self.path)
+        return table.history(limit) if limit is not None else table.history()
+
+    def version(self) -> int:
+        return latest_version(self.spark, self.path)
+
+    def earliest_version(self) -> int:
+        return earliest_version(self.spark, self.path)
+
+    def tagged_version(self, tag: str) -> int:
+        return commit_version(self.spark, self.path, tag)
+
+    def isolation_level(self) -> str:
+        return isolation_level(self.spark, self.path)

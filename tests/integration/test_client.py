@@ -268,9 +268,7 @@ def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
     MERGE took a snapshot is not a change to the message's row: the receive's guard rows
     ("no record of this lock") fail that MERGE, and the receive, reading again, finds the
     message completed instead of handing it out a second time."""
-    from sbqueue.engine import receive as rx
-    from sbqueue.engine import receive_small
-    from sbqueue.engine.records import append_record
+    from sbqueue.engine.ledger import Ledger
 
     q = _queue(admin, lock_duration="PT5S")
     with client.get_queue_sender(q) as sender:
@@ -283,17 +281,17 @@ def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
         ends = row[0].astimezone(timezone.utc)
         while datetime.now(timezone.utc) < ends + timedelta(seconds=1):
             time.sleep(0.5)  # the lock ran out: a receive would take the message again
-        merge, landed = rx.guarded_merge, []
+        merge, landed = Ledger.merge_changes, []
 
-        def record_lands_first(*args, **kwargs):
+        def record_lands_first(ledger, *args, **kwargs):
             if not landed:  # written while the lock held, appended just now
-                append_record(entity.spark, entity.ledger_path, "main", got.sequence_number,
-                              got.lock_token, ends - timedelta(seconds=1), "late-landing")
+                ledger.append_records("main", [(got.sequence_number, got.lock_token)],
+                                      ends - timedelta(seconds=1), "late-landing")
                 landed.append(1)
-            return merge(*args, **kwargs)
+            return merge(ledger, *args, **kwargs)
 
-        monkeypatch.setattr(rx, "guarded_merge", record_lands_first)  # either path decides
-        monkeypatch.setattr(receive_small, "guarded_merge", record_lands_first)
+        # every receive (on the driver or in Spark) commits through the ledger's MERGE
+        monkeypatch.setattr(Ledger, "merge_changes", record_lands_first)
         assert receiver.receive_messages(1, max_wait_time=3) == [] and landed
         assert receiver.peek_messages(5) == []
 

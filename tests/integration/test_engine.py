@@ -164,17 +164,17 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
     attempt = rx.Attempt(partitions=[0], share=1, total=1, ctx=queue._context(True),
                          lock_duration=queue.props.lock_duration,
                          latest_version=1)
-    first = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
-    second = rx._changes(spark, queue.ledger_path, queue.inbox_path, attempt, "main")
+    first = rx._changes(queue.ledger, queue.inbox, attempt, "main")
+    second = rx._changes(queue.ledger, queue.inbox, attempt, "main")
     handed = [c.where("_handed").first() for c in (first, second)]
     assert handed[0].sequence_number == handed[1].sequence_number == 1
 
     def commit(changes) -> None:
         scope = rx.merge_scope([(0, "main", 0, 1)])
-        rx.guarded_merge(spark, queue.ledger_path, scope, ["partition_id", "sequence_number"],
-                         changes.where("_op IS NOT NULL").select(
-                             *rx.LEDGER_COLUMNS, rx.EXPECT_COLUMN, rx.OP_COLUMN),
-                         rx.LEDGER_COLUMNS)
+        queue.ledger.merge(scope, ["partition_id", "sequence_number"],
+                           changes.where("_op IS NOT NULL").select(
+                               *rx.LEDGER_COLUMNS, rx.EXPECT_COLUMN, rx.OP_COLUMN),
+                           rx.LEDGER_COLUMNS)
 
     commit(first)
     with pytest.raises(RETRYABLE):

@@ -1,0 +1,44 @@
+"""The inbox of one queue or topic: the only module that reads or writes it (issue 18).
+
+The inbox (layout: ``engine.schema``) is the message log: sends append to it, rows never
+change, and maintenance drops whole segments. Every other module of the engine asks an
+``Inbox`` for rows (by send, after the cursors, in commit order) instead of opening the
+Delta table itself.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_SCHEMA
+from sbqueue.store.delta import Table
+
+__all__ = ["COMMIT_VERSION", "Inbox"]
+
+# The commit that appended a row (Delta row tracking): the inbox's commit order.
+COMMIT_VERSION = "_metadata.row_commit_version"
+
+
+class Inbox(Table):
+    """An entity's inbox table (by path), with the reads and writes the engine makes."""
+
+    def create_empty(self) -> None:
+        self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES)
+
+    def rows(self, where: Column | None = None) -> DataFrame:
+        """Inbox rows, lazily, filtered by ``where``."""
+        table = self.read()
+        return table if where is None else table.where(where)
+
+    def of_send(self, send_id: str) -> DataFrame:
+        """The rows one send appended."""
+        return self.rows(F.col("send_id") == send_id)
+
+    def in_order(self, where: Column | None = None) -> DataFrame:
+        """Rows with ``v``, the version of the commit that appended each (commit order)."""
+        return self.rows(where).withColumn("v", F.col(COMMIT_VERSION))
+
+    def drop_segments(self, partition: int, segments: list[int]) -> None:
+        """Delete whole segments of one partition (literal partition predicates)."""
+        self.delete((F.col("partition_id") == partition) & F.col("segment").isin(segments))

@@ -1,0 +1,128 @@
+"""The ledger of one entity: the only module that reads or writes it (issue 18, point 3).
+
+The ledger (layout: ``engine.schema``) holds the state of every message a cursor has passed,
+the cursors themselves, sessions, transaction markers and completion records. Every other
+module of the engine asks a ``Ledger`` for what it needs (rows by kind, a guarded MERGE of
+change rows, records appended, a keyed DML) instead of opening the Delta table itself, so
+that how the ledger is stored can change in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sbqueue.core.sequence import cursor_key, partition_of
+from sbqueue.core.transitions import Lane
+from sbqueue.engine.schema import (
+    LEDGER_COLUMNS,
+    LEDGER_KEYS,
+    LEDGER_MATCH,
+    LEDGER_PROPERTIES,
+    LEDGER_SCHEMA,
+    RECORD,
+    change_frame,
+    ledger_row,
+)
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, Table
+
+__all__ = ["Ledger"]
+
+
+def _names(values: Iterable[Any]) -> str:
+    return ", ".join(repr(str(v)) for v in sorted(set(values)))
+
+
+def _numbers(values: Iterable[int]) -> str:
+    return ", ".join(str(int(v)) for v in sorted(set(values)))
+
+
+class Ledger(Table):
+    """An entity's ledger table (by path), with the reads and writes the engine makes."""
+
+    def create_with_cursors(self, partitions: int) -> None:
+        """Create the table and each partition's cursor (p row), before the first inbox
+        row."""
+        self.create(LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES)
+        self.append_rows([ledger_row(
+            partition_id=p, lane=Lane.MAIN, sequence_number=cursor_key(p), row_type="p",
+            row_version=1, cursor_version=0, cursor_index=-1, last_counter=0)
+            for p in range(partitions)])
+
+    def rows(self, where: Column | None = None, version: int | None = None) -> DataFrame:
+        """Ledger rows (as of ``version``), lazily, filtered by ``where``."""
+        table = self.read(version)
+        return table if where is None else table.where(where)
+
+    def messages(self, where: Column | None = None, version: int | None = None) -> DataFrame:
+        """The message (``m``) rows."""
+        kind = F.col("row_type") == "m"
+        return self.rows(kind if where is None else kind & where, version)
+
+    def message_rows(self, seqs: Sequence[int], lanes: Iterable[str] | None = None,
+                     version: int | None = None) -> DataFrame:
+        """The message rows of these sequence numbers (literal partition predicates)."""
+        where = (F.col("partition_id").isin(sorted({partition_of(s) for s in seqs}))
+                 & F.col("sequence_number").isin([int(s) for s in seqs]))
+        if lanes is not None:
+            where = where & F.col("lane").isin(sorted(set(lanes)))
+        return self.messages(where, version)
+
+    def cursors(self) -> DataFrame:
+        """The cursor (``p``) rows: one per partition."""
+        return self.rows(F.col("row_type") == "p")
+
+    def counters(self) -> dict[int, int]:
+        """Each partition's last counter handed out by its cursor."""
+        rows = self.cursors().select("partition_id", "last_counter").collect()
+        return {int(r[0]): int(r[1]) for r in rows}
+
+    def sessions(self, where: Column | None = None) -> DataFrame:
+        """The session (``s``) rows."""
+        kind = (F.col("lane") == Lane.SESSION) & (F.col("row_type") == "s")
+        return self.rows(kind if where is None else kind & where)
+
+    def merge_changes(self, scope: str, changes: DataFrame | list[dict[str, Any]],
+                      delete_if: str = "false") -> None:
+        """Commit change rows (full rows with EXPECT_COLUMN and OP_COLUMN, a DataFrame or
+        built on the driver) in one guarded MERGE over ``scope`` (``store.delta``)."""
+        if isinstance(changes, list):
+            changes = change_frame(self.spark, changes)
+        else:
+            changes = changes.select(*LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN)
+        self.merge(scope, LEDGER_KEYS, changes, LEDGER_COLUMNS, LEDGER_MATCH, delete_if)
+
+    def merge_rows(self, rows: list[dict[str, Any]], partitions: Iterable[int],
+                   lanes: Iterable[str]) -> None:
+        """Commit full rows built on the driver, scoped to whole partitions and lanes: a
+        session's lock or state, a transaction."""
+        self.merge_changes(f"t.partition_id IN ({_numbers(partitions)}) AND t.lane IN "
+                           f"({_names(lanes)})", rows)
+
+    def append_rows(self, rows: list[dict[str, Any]], tag: str | None = None) -> None:
+        """Append full rows in one blind commit (found in the history by ``tag``)."""
+        self.append(self.spark.createDataFrame(
+            [tuple(r[c] for c in LEDGER_COLUMNS) for r in rows], LEDGER_SCHEMA), tag=tag)
+
+    def append_records(self, lane: str, locks: list[tuple[int, str]], written_at: datetime,
+                       tag: str) -> None:
+        """Completion records of (sequence number, token): one commit that conflicts with
+        nothing (decision 011)."""
+        self.append_rows([ledger_row(partition_id=partition_of(seq), lane=lane,
+                                     sequence_number=seq, row_type=RECORD, row_version=0,
+                                     lock_token=token, enqueued_time_utc=written_at)
+                          for seq, token in locks], tag)
+
+    def delete_where(self, where: str) -> int:
+        """One keyed Delta DELETE (``where``: SQL with literal partitions); rows deleted."""
+        row = self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {where}").first()
+        return int(row[0]) if row is not None else 0
+
+    def update_where(self, sets: str, where: str) -> int:
+        """One keyed Delta UPDATE; rows updated."""
+        row = self.spark.sql(f"UPDATE {self.sql_name} SET {sets} WHERE {where}").first()
+        return int(row[0]) if row is not None else 0
