@@ -113,7 +113,7 @@ class ServiceBusReceiver:
             rows = self._entity.receive_rows(count, self._mode)
         else:
             session.check_held()
-            rows = self._entity.sessions.receive([session.lock], count, self._mode).collect()
+            rows = self._entity.sessions.receive_rows([session.lock], count, self._mode)
         messages = sorted((to_received(r) for r in rows),
                           key=lambda m: (m.partition_id, m.sequence_number))
         if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:

@@ -30,10 +30,13 @@ def _last(values: list[int]) -> int | None:
 
 
 def pick(rows: list[Row], deliverable: Expr, share: int, total: int, asked: int,
-         rotation: int, pass_to: dict[int, int] | None = None) -> None:
+         rotation: int, pass_to: dict[int, int] | None = None,
+         sessions: frozenset[str] = frozenset()) -> None:
     """Mark ``rows`` in place. ``asked``: how many partitions the receive asked;
     ``rotation``: where the round over partitions starts when fewer than a share of each
-    are wanted; ``pass_to``: partition -> sequence number the cursor passes regardless."""
+    are wanted; ``pass_to``: partition -> sequence number the cursor passes regardless;
+    ``sessions``: only these sessions' messages, ``share`` of each, in sequence order
+    (S10.4)."""
     by_partition: dict[int, list[Row]] = defaultdict(list)
     for row in rows:
         by_partition[int(row["partition_id"])].append(row)
@@ -41,18 +44,20 @@ def pick(rows: list[Row], deliverable: Expr, share: int, total: int, asked: int,
     for part_rows in by_partition.values():
         part_rows.sort(key=lambda r: int(r["sequence_number"]))
         first_pending = _first([r["sequence_number"] for r in part_rows if r["_pending"]])
-        rank = 0
+        ranks: dict[Any, int] = defaultdict(int)
         for row in part_rows:
             seq = row["sequence_number"]
             ok = (deliverable.evaluate(row) is True and not row["_void"]
-                  and (first_pending is None or seq < first_pending))
+                  and (first_pending is None or seq < first_pending)
+                  and (not sessions or row["session_id"] in sessions))
             row["_ok"] = ok
-            rank += ok
-            row["_rank"] = rank
-            row["_picked"] = ok and rank <= share
+            group = row["session_id"] if sessions else None
+            ranks[group] += ok
+            row["_rank"] = ranks[group]
+            row["_picked"] = ok and ranks[group] <= share
             if row["_picked"]:
                 picked.append(row)
-    if total < share * asked:  # a round over partitions from a random one, up to total
+    if not sessions and total < share * asked:  # a round over partitions, up to total
         picked.sort(key=lambda r: (r["_rank"], (int(r["partition_id"]) + rotation) % (1 << 16)))
         for row in picked[total:]:
             row["_picked"] = False

@@ -52,6 +52,7 @@ from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messa
 from sbqueue.engine.receive import (
     Attempt,
     ReceiveResult,
+    collected,
     lock_stamp,
     utcnow,
     with_bodies,
@@ -314,12 +315,7 @@ class Entity:
         result = self._receive(max_messages, mode)
         if result is None:
             return []
-        result = self._fresh_locks(result)
-        if result.messages is None:
-            return with_bodies(self.inbox, result).collect()
-        until = result.locked_until
-        return [Row(**{**m, "locked_until_utc": until if m["lock_token"] is not None
-                       else m["locked_until_utc"]}) for m in result.messages]
+        return collected(self.inbox, self._fresh_locks(result))
 
     def _fresh_locks(self, result: ReceiveResult) -> ReceiveResult:
         """A commit that outlasted the lock grace (a cold JVM, an overloaded machine) hands
@@ -454,11 +450,13 @@ class Entity:
     @property
     def records_allowed(self) -> bool:
         """Whether a complete may be a completion record (decision 011): in the main queue
-        (other lanes are re-locked by paths that do not read records; a session's release
-        and renewal fold its records, ``Sessions._move_message_locks``), on a ledger at
-        Serializable isolation (ledgers created before it keep keyed deletes). Read once."""
+        of an entity without sessions (other lanes are re-locked by paths that do not read
+        records; a session's release frees its messages' locks before they end, so a
+        record landing just after it would count for nothing while its writer, which reads
+        nothing back, reports it done), on a ledger at Serializable isolation (ledgers
+        created before it keep keyed deletes). Read once."""
         if self._records is None:
-            self._records = (self.lane == Lane.MAIN
+            self._records = (self.lane == Lane.MAIN and not self.props.requires_session
                              and self.ledger.isolation_level() == "Serializable")
         return self._records
 

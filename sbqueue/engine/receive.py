@@ -59,6 +59,7 @@ __all__ = [
     "ReceiveResult",
     "after_cursors",
     "as_aware",
+    "collected",
     "deliverable_heads",
     "ledger_slice",
     "lock_stamp",
@@ -450,6 +451,8 @@ def merge_scope(summary: list[tuple[int, str, int, int]]) -> str:
 def receive_once(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
                  ) -> ReceiveResult:
     """Run one attempt; raises StaleRead or a Delta conflict if it lost a race."""
+    if a.cancel:  # only the driver removes targets as it passes them
+        raise ValueError("a cancel is decided on the driver (receive_small.cancel)")
     changes = _changes(ledger, inbox, a, lane)
     # One small query tells both what to commit (per partition and lane as read: the
     # sequence range) and where the handed-out bodies are (partition, segment, send).
@@ -497,6 +500,16 @@ def with_bodies(inbox: Inbox, result: ReceiveResult) -> DataFrame:
                  & F.col("segment").isin(sorted({s for _, s, _ in result.locators}))
                  & F.col("send_id").isin(sorted({x for _, _, x in result.locators})))
     return state.join(inbox.rows(where), LOCATOR).select(*OUTPUT_COLUMNS)
+
+
+def collected(inbox: Inbox, result: ReceiveResult) -> list[Row]:
+    """The handed-out messages as rows: those a receive decided on the driver already
+    holds (no body read after its commit), else ``with_bodies`` collected."""
+    if result.messages is None:
+        return with_bodies(inbox, result).collect()
+    until = result.locked_until
+    return [Row(**{**m, "locked_until_utc": until if m["lock_token"] is not None
+                   else m["locked_until_utc"]}) for m in result.messages]
 
 
 def lock_stamp(now: datetime, lock_duration: timedelta, grace: float) -> datetime:

@@ -76,6 +76,9 @@ __all__ = ["SMALL_RECEIVE", "NotCancellable", "cancel", "receive", "small_receiv
 
 SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
 HEAD_ROWS = 32  # inbox rows read beyond those asked (expired, future, void ones are passed)
+# Inbox rows a session receive reads at most: other sessions' messages come between a
+# session's own (a head cut short of the asked messages falls back to the Spark path).
+SESSION_HEAD = 1024
 MARKS_READ = 4096  # cursors, commit markers and records a small receive reads at most
 # ``completed_by_record`` on the stored row, with the record's time and token from the fold
 # row (``_folds``): the same rule receives and reads apply to rows they read.
@@ -104,7 +107,7 @@ def decided_here(a: Attempt, lane: str) -> bool:
     """Whether a receive is small and plain enough to be decided on the driver."""
     asked = 0 < a.total <= SMALL_RECEIVE and not a.pass_to
     passing = a.total == 0 and bool(a.pass_to) and lane == Lane.MAIN  # a cursor pass only
-    return ((asked or passing) and not a.sessions and a.dedupe is None
+    return ((asked or passing) and (not a.sessions or lane == Lane.MAIN) and a.dedupe is None
             and a.ctx.transfer_token is None and not a.advance_idle
             and lane in (Lane.MAIN, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER))
 
@@ -122,7 +125,7 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
     raises StaleRead or a Delta conflict if it lost a race (as ``receive_once``)."""
     if not decided_here(a, lane):
         return None
-    limit = a.total + HEAD_ROWS
+    limit = max(a.total + HEAD_ROWS, SESSION_HEAD if a.sessions else 0)
     slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel))
     if slice_rows is None:
         return None  # more available rows in the ledger than a small receive reads
@@ -147,7 +150,7 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
         complete_head = len(head) < limit
         candidates += _inbox_candidates(head, cursors, committed, a)
     pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
-         random.randrange(1 << 16), dict(a.pass_to))
+         random.randrange(1 << 16), dict(a.pass_to), frozenset(a.sessions))
     changes = [_decide(row, a) for row in candidates]
     if not complete_head and sum(1 for c in changes if c["_handed"]) < a.total:
         return None  # a cut head may hide deliverable rows of other partitions
@@ -228,7 +231,11 @@ def _inbox_head(inbox: Inbox, cursors: list[Cursor], start: int, end: int, a: At
                 limit: int, bodies: bool = True) -> list[dict[str, Any]]:
     """The first ``limit`` inbox rows after the cursors, in commit order, whole (without
     ``bodies``: the columns a decision reads): a prefix of each partition's rows, one job."""
-    columns = _MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
+    columns: list[Any] = list(_MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS)
+    if bodies and a.sessions:  # bodies of the sessions' rows only: the rest are passed
+        mine = F.col("session_id").isin(list(a.sessions))
+        columns = [c if c in _NARROW_COLUMNS else F.when(mine, F.col(c)).alias(c)
+                   for c in columns]
     rows = inbox.appended(
         start - 1, end, F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
     ).where(after_cursors(cursors)).select(

@@ -22,26 +22,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from sbqueue.core.routing import partition_for
 from sbqueue.core.sequence import row_key
 from sbqueue.core.sessions import check_session_id, lockable, session_held, state_bytes
 from sbqueue.core.sizes import message_limit
-from sbqueue.core.transitions import RECORD_AT, Lane, completed_by_record
+from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive import (
     SESSION_LOOKAHEAD,
     ReceiveResult,
     as_aware,
+    collected,
     deliverable_heads,
     lock_stamp,
-    receive_once,
     utcnow,
     with_bodies,
 )
-from sbqueue.engine.records import record_rows
-from sbqueue.engine.schema import RECORD, ledger_row
+from sbqueue.engine.receive_small import receive
 from sbqueue.exceptions import (
     InvalidOperationError,
     OperationTimeoutError,
@@ -50,7 +49,6 @@ from sbqueue.exceptions import (
     StorageConflictError,
 )
 from sbqueue.store.delta import (
-    ABSENT,
     EXPECT_COLUMN,
     OP_COLUMN,
     RETRYABLE,
@@ -267,29 +265,19 @@ class Sessions:
     def _move_message_locks(self, lock: SessionLock, until: datetime | None
                             ) -> list[dict[str, Any]]:
         """The session's messages this holder has locked, with their locks moved to
-        ``until`` (None: released, available again). A message a completion record of its
-        lock completed is deleted instead: a release must not void a complete (decision
-        011). For every other one a guard row says "no record of this lock": a record
-        landing after this read fails the commit, which then reads again."""
-        held = ((F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
-                & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
-        read = [as_aware(r) for r in self.entity.ledger.rows(
+        ``until`` (None: released, available again)."""
+        rows = self.entity.ledger.messages(
             (F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
-            & (held | (F.col("row_type") == RECORD))).collect()]
-        recorded = {(p, seq, token): at for p, seq, token, at in record_rows(read)}
+            & (F.col("session_id") == lock.session_id)
+            & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp"))).collect()
         out = []
-        for row in (r for r in read if r["row_type"] == "m"):
-            at = recorded.get((lock.partition, row["sequence_number"], row["lock_token"]))
-            if at is not None and completed_by_record().evaluate({**row, RECORD_AT: at}):
-                out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "delete"})
-                continue
-            out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
-                        "row_version": row["row_version"] + 1, "locked_until_utc": until,
-                        "lock_token": row["lock_token"] if until else None})
-            out.append(ledger_row(
-                partition_id=lock.partition, lane=Lane.MAIN,
-                sequence_number=row["sequence_number"], row_type=RECORD, row_version=0,
-                lock_token=row["lock_token"], **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT}))
+        for r in rows:
+            row = r.asDict()
+            row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
+                        "row_version": row["row_version"] + 1, "locked_until_utc": until})
+            if until is None:
+                row["lock_token"] = None
+            out.append(row)
         return out
 
     def _relock(self, lock: SessionLock, until: datetime | None) -> None:
@@ -351,10 +339,22 @@ class Sessions:
 
     # -- receiving -------------------------------------------------------------------------
     def receive(self, locks: list[SessionLock], share: int, mode: str) -> DataFrame:
-        """Up to ``share`` messages of each locked session, in sequence order (S10.4), one
-        commit; the message locks end with the session lock."""
+        """``receive_result`` as a DataFrame with bodies."""
         if not locks:
             return self.entity.none()
+        return with_bodies(self.entity.inbox, self.receive_result(locks, share, mode))
+
+    def receive_rows(self, locks: list[SessionLock], share: int, mode: str) -> list[Row]:
+        """``receive_result`` collected (the client's session receive): a receive decided
+        on the driver already holds its messages."""
+        if not locks:
+            return []
+        return collected(self.entity.inbox, self.receive_result(locks, share, mode))
+
+    def receive_result(self, locks: list[SessionLock], share: int, mode: str
+                       ) -> ReceiveResult:
+        """Up to ``share`` messages of each locked session, in sequence order (S10.4), one
+        commit; the message locks end with the session lock."""
         now = utcnow()
         lost = [lk.session_id for lk in locks if lk.locked_until <= now]
         if lost:
@@ -370,13 +370,13 @@ class Sessions:
                                          mode == "peek_lock")
             a = replace(a, sessions=tuple(sorted(lk.session_id for lk in locks)),
                         ctx=replace(a.ctx, locked_until=ends))
-            return receive_once(self.entity.ledger, self.entity.inbox, a, Lane.MAIN)
+            return receive(self.entity.ledger, self.entity.inbox, a, Lane.MAIN)
 
         with self.entity.board.hold(partitions):
             result = retry_conflicts(attempt, what=f"session receive on {self.entity.path}")
         if result.locked_until is not None:
             result = replace(result, locked_until=ends)
-        return with_bodies(self.entity.inbox, result)
+        return result
 
     def receive_dataframe(self, max_sessions: int, max_messages_per_session: int, mode: str
                           ) -> DataFrame:

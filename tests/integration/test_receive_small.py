@@ -22,7 +22,7 @@ CTX = ReceiveContext(now=NOW, locked_until=NOW + timedelta(seconds=60), peek_loc
 SCHEMA = ("partition_id int, sequence_number long, origin string, lane string, state string, "
           "delivery_count int, lock_token string, locked_until_utc timestamp, "
           "expires_at_utc timestamp, scheduled_enqueue_time_utc timestamp, "
-          "_record_at timestamp, _pending boolean, _void boolean")
+          "_record_at timestamp, _pending boolean, _void boolean, session_id string")
 MARKS = ("_picked", "_passed", "_left", "_cursor_to")
 
 
@@ -42,7 +42,8 @@ def candidates(rng: random.Random) -> list[dict]:
                 "expires_at_utc": rng.choice([None, None, past]),
                 "scheduled_enqueue_time_utc": rng.choice([None, None, soon]),
                 "_record_at": None, "_pending": rng.random() < 0.1,
-                "_void": rng.random() < 0.1})
+                "_void": rng.random() < 0.1,
+                "session_id": rng.choice([None, "a", "b", "c"])})
     return rows
 
 
@@ -52,14 +53,17 @@ def test_driver_picking_matches_the_spark_projection(spark, seed: int) -> None:
     rows = candidates(rng)
     partitions = sorted({r["partition_id"] for r in rows})
     share, total = rng.choice([(1, 1), (2, 3), (5, 5), (1, 4)])
+    sessions = [(), (), ("a",), ("a", "c")][seed % 4]  # S10.4: a share of each session
     attempt = Attempt(partitions=partitions, share=share, total=total, ctx=CTX,
-                      lock_duration=timedelta(seconds=60), latest_version=0)
+                      lock_duration=timedelta(seconds=60), latest_version=0,
+                      sessions=sessions)
     df = spark.createDataFrame([tuple(r[c.split()[0]] for c in SCHEMA.split(", "))
                                 for r in rows], SCHEMA)
     random.seed(seed)
     decided = spark_receive._pick(df, attempt).collect()
     rotation = random.Random(seed).randrange(1 << 16)
-    pick(rows, deliverable(CTX), share, total, len(partitions), rotation)
+    pick(rows, deliverable(CTX), share, total, len(partitions), rotation,
+         sessions=frozenset(sessions))
     expected = {r["sequence_number"]: tuple(r[m] for m in MARKS) for r in decided}
     assert {r["sequence_number"]: tuple(r[m] for m in MARKS) for r in rows} == expected
 
@@ -151,3 +155,35 @@ def test_s5_s6_threads_of_one_process_share_receive_and_complete_commits(
         assert sorted(got) == sorted(f"m{i}" for i in range(24))
         with client.get_queue_receiver("q", max_wait_time=1) as receiver:
             assert receiver.receive_messages(5) == []
+
+
+def test_s10_4_a_session_receive_is_decided_on_the_driver_in_order(spark, admin,
+                                                                   namespace_root,
+                                                                   monkeypatch) -> None:
+    """A client's session receive takes the driver path too: its messages come with their
+    bodies from the head it read, in sequence order, only the session's; the other
+    session's messages the cursor passed stay available to that session."""
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.engine.sessions import Sessions
+
+    seen = []
+    original = Sessions.receive_result
+
+    def spy(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        seen.append(result)
+        return result
+
+    monkeypatch.setattr(Sessions, "receive_result", spy)
+    admin.create_queue("sq", requires_session=True)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("sq").send_messages(
+            [ServiceBusMessage(f"{s}{i}", session_id=s) for i in range(3) for s in "ab"])
+        with client.get_queue_receiver("sq", session_id="b", max_wait_time=5) as b:
+            got = b.receive_messages(2)
+            assert [str(m) for m in got] == ["b0", "b1"]
+            assert seen[-1].messages is not None  # decided on the driver, bodies read once
+            for m in got:
+                b.complete_message(m)
+        with client.get_queue_receiver("sq", session_id="a", max_wait_time=5) as a:
+            assert [str(m) for m in a.receive_messages(5)] == ["a0", "a1", "a2"]

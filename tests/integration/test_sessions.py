@@ -107,27 +107,6 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> No
             second.session.renew_lock()
 
 
-def test_s10_3_s6_1_a_completed_session_message_stays_completed_across_renew_and_release(
-        admin, client) -> None:
-    """A session message's complete is a completion record (decision 011). Renewing the
-    session moves its messages' locks and releasing it frees them: both fold the record
-    (the message row goes) instead of moving the lock of a completed message, so the next
-    holder gets only what was not completed."""
-    admin.create_queue("sr", requires_session=True, lock_duration=timedelta(seconds=30))
-    _send(client, "sr", {"a": 3})
-    with client.get_queue_receiver("sr", session_id="a") as first:
-        got = first.receive_messages(3, max_wait_time=5)
-        assert [str(m) for m in got] == ["a-0", "a-1", "a-2"]
-        first.complete_message(got[0])
-        ledger = first._entity.ledger
-        assert ledger.rows(F.col("row_type") == "c").count() == 1  # a record, no DELETE
-        first.session.renew_lock()
-        assert ledger.message_rows([got[0].sequence_number]).count() == 0  # folded
-        first.complete_message(got[1])
-    with client.get_queue_receiver("sr", session_id="a") as second:
-        assert [str(m) for m in second.receive_messages(3, max_wait_time=5)] == ["a-2"]
-
-
 def test_s10_2_next_available_session_then_operation_timeout(admin, client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
     _send(client, "sq", {"a": 1, "b": 1})
