@@ -30,11 +30,19 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import dedupe_window
-from sbqueue.core.sequence import row_key
+from sbqueue.core.sequence import partition_of, row_key
 from sbqueue.core.transactions import TIMEOUT
-from sbqueue.core.transitions import Lane, SettleContext, settle_outcome, settle_valid
+from sbqueue.core.transitions import (
+    RECORD_AT,
+    Lane,
+    SettleContext,
+    completed_by_record,
+    settle_outcome,
+    settle_valid,
+)
 from sbqueue.engine.receive import PENDING, as_aware, lock_stamp, utcnow
-from sbqueue.engine.schema import TRANSACTION_SEND_PREFIX
+from sbqueue.engine.records import record_rows
+from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX, ledger_row
 from sbqueue.engine.sessions import SessionLock
 from sbqueue.exceptions import (
     MessageAlreadySettled,
@@ -44,6 +52,7 @@ from sbqueue.exceptions import (
     StorageConflictError,
 )
 from sbqueue.store.delta import (
+    ABSENT,
     EXPECT_COLUMN,
     OP_COLUMN,
     RETRYABLE,
@@ -96,8 +105,21 @@ def _read_settled(entity: Entity, plan: TransactionPlan) -> dict[int, dict[str, 
         return {}
     seqs = sorted({s.sequence_number for s in plan.settlements})
     lanes = sorted({lane for s in plan.settlements for lane in s.lanes})
-    rows = entity.ledger.message_rows(seqs, lanes).collect()
-    return {int(r["sequence_number"]): as_aware(r) for r in rows}
+    read = [as_aware(r) for r in entity.ledger.rows(
+        F.col("partition_id").isin(sorted({partition_of(s) for s in seqs}))
+        & F.col("sequence_number").isin(seqs)
+        & (((F.col("row_type") == "m") & F.col("lane").isin(lanes))
+           | (F.col("row_type") == RECORD))).collect()]
+    # A message its holder completed outside the transaction (a completion record,
+    # decision 011) is settled already, though its row is still there.
+    recorded = {(seq, token): at for _, seq, token, at in record_rows(read)}
+    found = {}
+    for row in read:
+        at = recorded.get((row["sequence_number"], row["lock_token"]))
+        if row["row_type"] == "m" and not (
+                at is not None and completed_by_record().evaluate({**row, RECORD_AT: at})):
+            found[int(row["sequence_number"])] = row
+    return found
 
 
 @dataclass(frozen=True)
@@ -138,6 +160,11 @@ def _settled_rows(entity: Entity, plan: TransactionPlan, found: dict[int, dict[s
                              if not k.startswith("_")}}
         changed.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: outcome["_op"].evaluate(row)})
         out.append(changed)
+        if row["lane"] == Lane.MAIN:  # a record landing after the read fails the commit
+            out.append(ledger_row(
+                partition_id=row["partition_id"], lane=Lane.MAIN,
+                sequence_number=row["sequence_number"], row_type=RECORD, row_version=0,
+                lock_token=row["lock_token"], **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT}))
     return out, renewed if any(s.kind == "renew" for s in plan.settlements) else None
 
 

@@ -24,25 +24,25 @@ EXPECTED = {"all": 60, "even": 30, "tagged": 20}
 CHILD = textwrap.dedent(
     """
     import os, signal, sys, threading
-    import sbqueue.engine.send as send
     from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.engine.inbox import Inbox
     root, topic, step = sys.argv[1], sys.argv[2], sys.argv[3]
-    real = send.append
+    real = Inbox.append
 
     def kill():
         os.kill(os.getpid(), signal.SIGKILL)
 
-    def append(rows, path, *args, **kwargs):
+    def append(inbox, rows, *args, **kwargs):
         if step == "before_write":
             kill()
         if step == "during_write":
             threading.Timer(0.5, kill).start()
-        result = real(rows, path, *args, **kwargs)
+        result = real(inbox, rows, *args, **kwargs)
         if step == "after_write":
             kill()
         return result
 
-    send.append = append
+    Inbox.append = append
     client = ServiceBusClient(root)
     with client.get_topic_sender(topic) as sender:
         sender.send_messages([ServiceBusMessage(f"m{n}", application_properties={"n": n})

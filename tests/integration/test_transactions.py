@@ -6,11 +6,12 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from pyspark.sql import functions as F
 
 from sbqueue import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from sbqueue.engine import receive as receive_module
 from sbqueue.engine.transaction import TransactionPlan, commit_transaction
-from sbqueue.exceptions import InvalidOperationError, MessageLockLostError
+from sbqueue.exceptions import InvalidOperationError, MessageAlreadySettled, MessageLockLostError
 from sbqueue.store.delta import latest_version
 
 pytestmark = pytest.mark.spark
@@ -132,6 +133,25 @@ def test_s12_2_a_lost_lock_fails_the_whole_transaction(admin, client) -> None:
             time.sleep(6)
             tx.complete_message(receiver, got[0])
     assert _bodies(q) == ["m0"]
+
+
+def test_s12_2_s6_1_a_message_completed_outside_fails_the_transaction(admin, client) -> None:
+    """A message its holder completed outside a pending transaction (a completion record,
+    decision 011) is settled: the transaction that abandons it commits nothing and says so,
+    and the message stays completed (not brought back by the abandon)."""
+    admin.create_queue("q")
+    q = client.namespace.entity("q")
+    with client.get_queue_sender("q") as sender, \
+            client.get_queue_receiver("q", max_wait_time=5) as receiver:
+        sender.send_messages([ServiceBusMessage("m0"), ServiceBusMessage("m1")])
+        got = receiver.receive_messages(2)
+        with pytest.raises(MessageAlreadySettled, match=r"S6.6"), client.transaction() as tx:
+            tx.abandon_message(receiver, got[0])
+            tx.send_messages(sender, ServiceBusMessage("t0"))
+            receiver.complete_message(got[0])  # a record: no MERGE, no DELETE
+        assert q.ledger.rows(F.col("row_type") == "c").count() == 1
+        receiver.complete_message(got[1])
+    assert _bodies(q) == []
 
 
 def test_s12_2_uncommitted_rows_stay_invisible_then_void(admin, client, monkeypatch) -> None:
