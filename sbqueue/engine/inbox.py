@@ -26,11 +26,6 @@ class Inbox(Table):
     def create_empty(self) -> None:
         self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES)
 
-    def rows(self, where: Column | None = None) -> DataFrame:
-        """Inbox rows, lazily, filtered by ``where``."""
-        table = self.read()
-        return table if where is None else table.where(where)
-
     def of_send(self, send_id: str) -> DataFrame:
         """The rows one send appended."""
         return self.rows(F.col("send_id") == send_id)

@@ -53,11 +53,6 @@ class Ledger(Table):
             row_version=1, cursor_version=0, cursor_index=-1, last_counter=0)
             for p in range(partitions)])
 
-    def rows(self, where: Column | None = None, version: int | None = None) -> DataFrame:
-        """Ledger rows (as of ``version``), lazily, filtered by ``where``."""
-        table = self.read(version)
-        return table if where is None else table.where(where)
-
     def messages(self, where: Column | None = None, version: int | None = None) -> DataFrame:
         """The message (``m``) rows."""
         kind = F.col("row_type") == "m"

@@ -60,7 +60,7 @@ from sbqueue.engine.receive import (
     receive_once,
     utcnow,
 )
-from sbqueue.engine.records import Record, old_record_deletes, record_rows
+from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
     LEDGER_TYPES,
@@ -70,7 +70,7 @@ from sbqueue.engine.schema import (
     ledger_row,
     owned_rows,
 )
-from sbqueue.store.delta import ABSENT, DELETE_IF, EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN
 
 __all__ = ["SMALL_RECEIVE", "NotCancellable", "cancel", "receive", "small_receive"]
 
@@ -290,9 +290,8 @@ def _decide(row: dict[str, Any], a: Attempt) -> dict[str, Any]:
 def _guard_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """"No completion record of this lock exists", for every locked row changed without a
     record read (as ``engine.receive._no_new_records``)."""
-    return [ledger_row(partition_id=c["partition_id"], lane=c["_old_lane"],
-                       sequence_number=c["sequence_number"], row_type=RECORD, row_version=0,
-                       lock_token=c["_old_token"], **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT})
+    return [no_record_guard(c["partition_id"], c["_old_lane"], c["sequence_number"],
+                            c["_old_token"])
             for c in changes if c[OP_COLUMN] is not None and c["origin"] == "ledger"
             and c["_old_token"] is not None and c[RECORD_AT] is None]
 

@@ -27,9 +27,10 @@ from pyspark.sql import functions as F
 
 from sbqueue.engine.columns import sql_literal
 from sbqueue.engine.schema import RECORD, ledger_row
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN
 
-__all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "old_record_deletes",
+__all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "no_record_guard",
+           "old_record_deletes",
            "record_at", "record_rows"]
 
 # Records stay this long after they were written, folded or not: a writer reads its own
@@ -82,3 +83,11 @@ def old_record_deletes(records: list[Record], lane: str, now: datetime
                        row_type=RECORD, row_version=0, lock_token=token,
                        **{EXPECT_COLUMN: 0, OP_COLUMN: "delete"})
             for partition, seq, token, at in records if at < now - RECORD_KEEP]
+
+
+def no_record_guard(partition: int, lane: str, seq: int, token: str) -> dict[str, Any]:
+    """A change row that only checks "no completion record of this lock exists": a row
+    changed without its record read fails the MERGE (StaleRead) if one landed meanwhile."""
+    return ledger_row(partition_id=partition, lane=lane, sequence_number=seq,
+                      row_type=RECORD, row_version=0, lock_token=token,
+                      **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT})

@@ -41,8 +41,8 @@ from sbqueue.core.transitions import (
     settle_valid,
 )
 from sbqueue.engine.receive import PENDING, as_aware, lock_stamp, utcnow
-from sbqueue.engine.records import record_rows
-from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX, ledger_row
+from sbqueue.engine.records import no_record_guard, record_rows
+from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX
 from sbqueue.engine.sessions import SessionLock
 from sbqueue.exceptions import (
     MessageAlreadySettled,
@@ -52,7 +52,6 @@ from sbqueue.exceptions import (
     StorageConflictError,
 )
 from sbqueue.store.delta import (
-    ABSENT,
     EXPECT_COLUMN,
     OP_COLUMN,
     RETRYABLE,
@@ -161,10 +160,8 @@ def _settled_rows(entity: Entity, plan: TransactionPlan, found: dict[int, dict[s
         changed.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: outcome["_op"].evaluate(row)})
         out.append(changed)
         if row["lane"] == Lane.MAIN:  # a record landing after the read fails the commit
-            out.append(ledger_row(
-                partition_id=row["partition_id"], lane=Lane.MAIN,
-                sequence_number=row["sequence_number"], row_type=RECORD, row_version=0,
-                lock_token=row["lock_token"], **{EXPECT_COLUMN: None, OP_COLUMN: ABSENT}))
+            out.append(no_record_guard(row["partition_id"], Lane.MAIN,
+                                       row["sequence_number"], row["lock_token"]))
     return out, renewed if any(s.kind == "renew" for s in plan.settlements) else None
 
 

@@ -316,6 +316,11 @@ class Table:
             reader = reader.option("versionAsOf", version)
         return reader.load(self.path)
 
+    def rows(self, where: Column | None = None, version: int | None = None) -> DataFrame:
+        """The table's rows (as of ``version``), lazily, filtered by ``where``."""
+        table = self.read(version)
+        return table if where is None else table.where(where)
+
     def append(self, df: DataFrame, *, txn: tuple[str, int] | None = None,
                tag: str | None = None) -> None:
         append(df, self.path, txn=txn, tag=tag)
