@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sbqueue.core.sequence import cursor_key, partition_of
+from sbqueue.core.sequence import partition_of
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
@@ -44,14 +44,11 @@ def _numbers(values: Iterable[int]) -> str:
 class Ledger(Table):
     """An entity's ledger table (by path), with the reads and writes the engine makes."""
 
-    def create_with_cursors(self, partitions: int) -> None:
-        """Create the table and each partition's cursor (p row), before the first inbox
-        row."""
+    def create_empty(self) -> None:
+        """Create the table, without cursor rows: a partition without a p row has passed
+        nothing yet (``engine.receive.with_unstored``); its first cursor move inserts it.
+        One commit, no data file (decision 011)."""
         self.create(LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES)
-        self.append_rows([ledger_row(
-            partition_id=p, lane=Lane.MAIN, sequence_number=cursor_key(p), row_type="p",
-            row_version=1, cursor_version=0, cursor_index=-1, last_counter=0)
-            for p in range(partitions)])
 
     def messages(self, where: Column | None = None, version: int | None = None) -> DataFrame:
         """The message (``m``) rows."""
@@ -68,11 +65,11 @@ class Ledger(Table):
         return self.messages(where, version)
 
     def cursors(self) -> DataFrame:
-        """The cursor (``p``) rows: one per partition."""
+        """The cursor (``p``) rows stored: one per partition a cursor has moved in."""
         return self.rows(F.col("row_type") == "p")
 
     def counters(self) -> dict[int, int]:
-        """Each partition's last counter handed out by its cursor."""
+        """Each partition's last counter handed out by its cursor (none yet: absent)."""
         rows = self.cursors().select("partition_id", "last_counter").collect()
         return {int(r[0]): int(r[1]) for r in rows}
 

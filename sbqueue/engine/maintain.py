@@ -154,11 +154,12 @@ class Maintainer:
         commits = self._advance(entity)
         plan = SegmentPlan()
         if kind == "queue":
-            plan = self._segments(entity.inbox, [entity.ledger], entity.dedupe)
+            plan = self._segments(entity.inbox, [entity.ledger], entity.partitions,
+                                  entity.dedupe)
         compacted = self._compact_ledger(entity.ledger)
         vacuumed = self._vacuum([entity.ledger] + (
             [entity.inbox] if kind == "queue"
-            and self._may_vacuum(entity.inbox, [entity.ledger]) else []))
+            and self._may_vacuum(entity.inbox, [entity.ledger], entity.partitions) else []))
         return MaintenanceReport(
             entity.path, kind, cursor_commits=commits,
             segments_dropped=sum(map(len, plan.drop.values())),
@@ -198,21 +199,22 @@ class Maintainer:
             return MaintenanceReport(topic.name, "topic", deleted=True)
         window = topic.duplicate_detection_history_time_window \
             if topic.requires_duplicate_detection else None
-        plan = self._segments(inbox, ledgers, window)
+        plan = self._segments(inbox, ledgers, topic.partition_count, window)
         return MaintenanceReport(
             topic.name, "topic", segments_dropped=sum(map(len, plan.drop.values())),
             segments_compacted=sum(map(len, plan.compact.values())),
-            tables_vacuumed=self._vacuum([inbox] if self._may_vacuum(inbox, ledgers) else []))
+            tables_vacuumed=self._vacuum(
+                [inbox] if self._may_vacuum(inbox, ledgers, topic.partition_count) else []))
 
     # -- tables ------------------------------------------------------------------------------
-    def _segments(self, inbox: Inbox, ledgers: list[Ledger], dedupe: timedelta | None
-                  ) -> SegmentPlan:
+    def _segments(self, inbox: Inbox, ledgers: list[Ledger], partitions: int,
+                  dedupe: timedelta | None) -> SegmentPlan:
         """Drop the inbox segments every reader passed and nothing points at; compact
         the passed ones still pointed at. One DELETE / OPTIMIZE per partition."""
         rows = inbox.rows().groupBy("partition_id", "segment").agg(
             F.max(COMMIT_VERSION), F.countDistinct("_metadata.file_path")).collect()
         segments = [Segment(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows]
-        cursors = self._cursors(ledgers)
+        cursors = self._cursors(ledgers, partitions)
         referenced: set[tuple[int, int]] = set()
         for ledger in ledgers:
             referenced |= {(int(r[0]), int(r[1])) for r in ledger.messages(
@@ -228,16 +230,19 @@ class Maintainer:
             _compact(inbox, f"partition_id = {partition} AND segment IN ({listed})")
         return plan
 
-    def _cursors(self, ledgers: list[Ledger]) -> dict[int, tuple[int, int]] | None:
-        """Per partition, the oldest reader's cursor (version, index); None: no reader."""
+    def _cursors(self, ledgers: list[Ledger], partitions: int
+                 ) -> dict[int, tuple[int, int]] | None:
+        """Per partition, the oldest reader's cursor (version, index); None: no reader. A
+        reader without a p row for a partition has passed nothing there (version 0)."""
         if not ledgers:
             return None
         oldest: dict[int, tuple[int, int]] = {}
         for ledger in ledgers:
-            for r in (ledger.cursors()
-                      .select("partition_id", "cursor_version", "cursor_index").collect()):
-                here = (int(r[1]), int(r[2]))
-                oldest[int(r[0])] = min(oldest.get(int(r[0]), here), here)
+            stored = {int(r[0]): (int(r[1]), int(r[2])) for r in ledger.cursors()
+                      .select("partition_id", "cursor_version", "cursor_index").collect()}
+            for partition in range(partitions):
+                here = stored.get(partition, (0, -1))
+                oldest[partition] = min(oldest.get(partition, here), here)
         return oldest
 
     def _compact_ledger(self, ledger: Ledger) -> int:
@@ -249,7 +254,7 @@ class Maintainer:
             _compact(ledger, f"partition_id = {partition}")
         return len(busy)
 
-    def _may_vacuum(self, inbox: Inbox, ledgers: list[Ledger]) -> bool:
+    def _may_vacuum(self, inbox: Inbox, ledgers: list[Ledger], partitions: int) -> bool:
         """VACUUM deletes the files that commits older than the retention removed (dropped
         or compacted segments). A reader whose cursor is at or before such a commit, and
         still within the log, reads it through the change feed and needs those files:
@@ -262,7 +267,7 @@ class Maintainer:
         if removing is None or removing[0] is None:
             return True
         earliest = inbox.earliest_version()
-        cursors = self._cursors(ledgers) or {}
+        cursors = self._cursors(ledgers, partitions) or {}
         return not any(earliest <= version <= int(removing[0])
                        for version, _ in cursors.values())
 

@@ -160,8 +160,7 @@ class Namespace:
             if "inbox" in tables:
                 Inbox(self.spark, self.catalog.data_path(entity_id, "inbox")).create_empty()
             if "ledger" in tables:
-                Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")
-                       ).create_with_cursors(props.partition_count)
+                Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")).create_empty()
             created = self.catalog.create(kind, props, extra)
         except BaseException:
             self._remove_data(entity_id)

@@ -35,7 +35,9 @@ def send_numbers(inbox: Inbox, ledger: Ledger, send_id: str) -> list[int] | None
                 | ((F.col("row_type") == "m") & (F.col("send_id") == send_id))))
             .select("row_type", "partition_id", "sequence_number", "batch_index",
                     "cursor_version", "cursor_index", "last_counter").collect())
-    cursors = {int(r[1]): ((int(r[4]), int(r[5])), int(r[6])) for r in read if r[0] == "p"}
+    cursors = {p: ((0, -1), 0) for p in partitions}  # a partition's first cursor: no p row
+    cursors.update({int(r[1]): ((int(r[4]), int(r[5])), int(r[6])) for r in read
+                    if r[0] == "p"})
     stored = {(int(r[1]), int(r[3])): int(r[2]) for r in read if r[0] == "m"}
     waiting: dict[int, list[Position]] = {}
     for r in sent:

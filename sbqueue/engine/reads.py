@@ -102,11 +102,12 @@ records AS (  -- completion records (decision 011): a valid one completed its me
   FROM {ledger.sql_name} WHERE row_type = '{RECORD}'
 ),
 numbered AS (
-  SELECT i.*, {sequence_sql("i.partition_id", "c.last_counter")}
+  SELECT i.*, {sequence_sql("i.partition_id", "coalesce(c.last_counter, 0)")}
          + row_number() OVER (PARTITION BY i.partition_id ORDER BY i._v, i.batch_index)
          AS sequence_number
-  FROM inbox i JOIN cursors c ON i.partition_id = c.partition_id
-  WHERE i._v > c.cursor_version OR (i._v = c.cursor_version AND i.batch_index > c.cursor_index)
+  FROM inbox i LEFT JOIN cursors c ON i.partition_id = c.partition_id
+  WHERE c.partition_id IS NULL  -- no p row yet: the cursor has passed nothing
+     OR i._v > c.cursor_version OR (i._v = c.cursor_version AND i.batch_index > c.cursor_index)
 ),
 pending AS (  -- a transaction's rows are messages once it committed (S12.2)
   SELECT * FROM numbered WHERE NOT {_TX} OR send_id IN (SELECT send_id FROM committed)

@@ -18,6 +18,7 @@ Data flow (docs/decisions/004-cursor-layout.md):
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -54,12 +55,14 @@ from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN
 __all__ = [
     "OUTPUT_COLUMNS",
     "STATE_OUT",
+    "UNSTORED",
     "Attempt",
     "Cursor",
     "ReceiveResult",
     "after_cursors",
     "as_aware",
     "collected",
+    "cursor_expect",
     "deliverable_heads",
     "ledger_slice",
     "lock_stamp",
@@ -68,6 +71,7 @@ __all__ = [
     "receive_once",
     "utcnow",
     "with_bodies",
+    "with_unstored",
 ]
 
 WINDOW_VERSIONS = 256  # inbox commits one receive reads at most (bounded steps)
@@ -130,7 +134,25 @@ class Cursor(NamedTuple):
     version: int
     position: int  # batch index of that row in its commit
     counter: int
-    p_version: int
+    p_version: int  # UNSTORED: no p row yet
+
+
+# The row version of a cursor with no p row: an entity is created without cursor rows (one
+# commit less, decision 011), so a partition's first cursor move inserts its p row.
+UNSTORED = 0
+
+
+def with_unstored(cursors: list[Cursor], partitions: Iterable[int]) -> list[Cursor]:
+    """The cursors read, plus the first cursor (nothing passed) of each partition of
+    ``partitions`` that has no p row yet."""
+    stored = {c.partition for c in cursors}
+    return cursors + [Cursor(int(p), 0, -1, 0, UNSTORED) for p in partitions
+                      if p not in stored]
+
+
+def cursor_expect(p_version: int) -> int | None:
+    """What a cursor move's MERGE row expects: the p row's version as read, or no row."""
+    return None if p_version == UNSTORED else p_version
 
 
 def _by_partition(values: dict[int, int]) -> Column:
@@ -300,7 +322,8 @@ def _cursor_rows(rows: DataFrame, version: Column, index: Column, counter: Colum
         sequence_column(F.col("partition_id"), F.lit(0)).alias("sequence_number"),
         F.lit("p").alias("row_type"), (F.col("_p_version") + 1).alias("row_version"),
         version.cast("long").alias("cursor_version"), index.cast("long").alias("cursor_index"),
-        counter.cast("long").alias("last_counter"), F.col("_p_version").alias(EXPECT_COLUMN),
+        counter.cast("long").alias("last_counter"),
+        F.when(F.col("_p_version") != UNSTORED, F.col("_p_version")).alias(EXPECT_COLUMN),
         F.lit("upsert").alias(OP_COLUMN), F.lit(Lane.MAIN).alias("_old_lane"),
         F.lit(False).alias("_handed"))
 
@@ -350,7 +373,8 @@ def _read_ledger(ledger: Ledger, a: Attempt, lane: str
         "row_type", "partition_id", "cursor_version", "cursor_index", "last_counter",
         "row_version", "send_id", "sequence_number", "lock_token", "enqueued_time_utc"
     ).collect()
-    cursors = [Cursor(*(int(v) for v in r[1:6])) for r in rows if r[0] == "p"]
+    cursors = with_unstored([Cursor(*(int(v) for v in r[1:6])) for r in rows if r[0] == "p"],
+                            a.partitions)
     committed = frozenset(str(r[6]) for r in rows if r[0] == "t")
     found = record_rows(rows)
     candidates = slice_.where(F.col("row_type") == "m").select(

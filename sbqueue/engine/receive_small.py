@@ -54,11 +54,13 @@ from sbqueue.engine.receive import (
     ReceiveResult,
     after_cursors,
     as_aware,
+    cursor_expect,
     ledger_slice,
     merge_scope,
     pending_or_void,
     receive_once,
     utcnow,
+    with_unstored,
 )
 from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
@@ -129,9 +131,10 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
     slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel))
     if slice_rows is None:
         return None  # more available rows in the ledger than a small receive reads
-    cursors = [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
-                                            "last_counter", "row_version")))
-               for r in slice_rows if r["row_type"] == "p"]
+    cursors = with_unstored(
+        [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
+                                      "last_counter", "row_version")))
+         for r in slice_rows if r["row_type"] == "p"], a.partitions)
     committed = frozenset(str(r["send_id"]) for r in slice_rows if r["row_type"] == "t")
     found = record_rows([r for r in slice_rows if r["row_type"] == RECORD])
     recorded = {(p, s, t): at for p, s, t, at in found}
@@ -301,7 +304,8 @@ def _p_row(partition: int, version: int, index: int, counter: int, p_version: in
     return ledger_row(partition_id=partition, lane=Lane.MAIN,
                       sequence_number=cursor_key(partition), row_type="p",
                       row_version=p_version + 1, cursor_version=version, cursor_index=index,
-                      last_counter=counter, **{EXPECT_COLUMN: p_version, OP_COLUMN: "upsert"})
+                      last_counter=counter,
+                      **{EXPECT_COLUMN: cursor_expect(p_version), OP_COLUMN: "upsert"})
 
 
 def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int, a: Attempt,

@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import dedupe_window
-from sbqueue.core.sequence import partition_of, row_key
+from sbqueue.core.sequence import cursor_key, partition_of, row_key
 from sbqueue.core.transactions import TIMEOUT
 from sbqueue.core.transitions import (
     RECORD_AT,
@@ -40,9 +40,16 @@ from sbqueue.core.transitions import (
     settle_outcome,
     settle_valid,
 )
-from sbqueue.engine.receive import PENDING, as_aware, lock_stamp, utcnow
+from sbqueue.engine.receive import (
+    PENDING,
+    UNSTORED,
+    as_aware,
+    cursor_expect,
+    lock_stamp,
+    utcnow,
+)
 from sbqueue.engine.records import no_record_guard, record_rows
-from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX
+from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX, ledger_row
 from sbqueue.engine.sessions import SessionLock
 from sbqueue.exceptions import (
     MessageAlreadySettled,
@@ -185,9 +192,14 @@ def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str
 
 
 def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
+    """The partition's p row to commit with the marker, expecting the version read (no
+    p row yet: its first cursor, expected absent)."""
     rows = entity.ledger.cursors().where(F.col("partition_id") == partition).collect()
-    row = as_aware(rows[0])
-    row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
+    row = as_aware(rows[0]) if rows else ledger_row(
+        partition_id=partition, lane=Lane.MAIN, sequence_number=cursor_key(partition),
+        row_type="p", row_version=UNSTORED, cursor_version=0, cursor_index=-1,
+        last_counter=0)
+    row.update({EXPECT_COLUMN: cursor_expect(row["row_version"]), OP_COLUMN: "upsert",
                 "row_version": row["row_version"] + 1})
     return row
 

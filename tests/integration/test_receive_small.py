@@ -187,3 +187,39 @@ def test_s10_4_a_session_receive_is_decided_on_the_driver_in_order(spark, admin,
                 b.complete_message(m)
         with client.get_queue_receiver("sq", session_id="a", max_wait_time=5) as a:
             assert [str(m) for m in a.receive_messages(5)] == ["a0", "a1", "a2"]
+
+
+def test_s3_1_a_new_queue_has_no_cursor_rows_and_numbers_from_one(spark, admin,
+                                                                   namespace_root) -> None:
+    """create_queue commits the ledger once, with no rows (decision 011): a partition
+    without a p row has passed nothing, so the view, the first receive (on the driver and
+    in Spark) and the numbers of a schedule all count from 1 (S3.1), and the first cursor
+    move inserts the p row."""
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+
+    admin.create_queue("q", enable_partitioning=True)
+    admin.create_queue("bulk")
+    q = admin.namespace.entity("q")
+    assert spark.read.format("delta").load(q.ledger_path).count() == 0
+    assert [r[0] for r in spark.sql(f"DESCRIBE HISTORY delta.`{q.ledger_path}`")
+            .select("version").collect()] == [0]
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("q")
+        sender.send_messages(ServiceBusMessage("a", partition_key="k"))
+        [scheduled] = sender.schedule_messages(ServiceBusMessage("b", partition_key="k"), later)
+        partition = scheduled >> 48
+        assert scheduled == (partition << 48) + 2  # S3.4, numbered before any cursor row
+        seen = {r[0]: r[1] for r in q.messages().select("message_id", "sequence_number")
+                .collect()}
+        assert sorted(seen.values()) == [(partition << 48) + 1, scheduled]
+        [got] = client.get_queue_receiver("q", max_wait_time=5).receive_messages(1)
+        assert got.sequence_number == (partition << 48) + 1 and str(got) == "a"
+        cursors = (spark.read.format("delta").load(q.ledger_path).where("row_type = 'p'")
+                   .select("partition_id", "last_counter").collect())
+        assert [(r[0], r[1]) for r in cursors if r[0] == partition] == [(partition, 1)]
+        bulk = client.get_queue_sender("bulk")
+        bulk.send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+        entity = admin.namespace.entity("bulk")  # a bulk receive: the Spark path
+        taken = entity.receive_dataframe(500).select("sequence_number").collect()
+        assert sorted(r[0] for r in taken) == [1, 2, 3]
