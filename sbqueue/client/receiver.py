@@ -12,6 +12,7 @@ locks are the session's.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -211,10 +212,13 @@ class ServiceBusReceiver:
             raise TypeError("session messages cannot be renewed one by one: renew the "
                             "session lock (receiver.session.renew_lock(), S10.3)")
         token = self.check_settleable(message, kind)
-        result = self._entity.settle(
-            [(message.sequence_number, token)], kind, reason, description,
-            held_until=message.locked_until_utc,
-            deferred=message.state == ServiceBusMessageState.DEFERRED)
+        session = self._session
+        # A session message's lock is its session's, renewed with it (S10.3).
+        held_until = message.locked_until_utc if session is None else session.locked_until_utc
+        with session.settling() if session is not None else contextlib.nullcontext():
+            result = self._entity.settle(
+                [(message.sequence_number, token)], kind, reason, description,
+                held_until=held_until, deferred=message.state == ServiceBusMessageState.DEFERRED)
         if result.lock_lost and self._session is not None:
             raise SessionLockLostError(
                 f"the lock on session {self._session.session_id!r} is no longer held (S10.3)")

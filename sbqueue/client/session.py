@@ -7,6 +7,9 @@ receiver closes.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from sbqueue.engine.sessions import SessionLock, Sessions
@@ -22,6 +25,8 @@ class ServiceBusSession:
         self._sessions = sessions
         self._lock = lock
         self.released = False
+        self._settling = 0  # settlements of this session's messages in flight
+        self._quiet = threading.Condition()
 
     @property
     def session_id(self) -> str:
@@ -61,11 +66,32 @@ class ServiceBusSession:
         self._lock = self._sessions.renew(self._lock)
         return self._lock.locked_until
 
+    @contextmanager
+    def settling(self) -> Iterator[None]:
+        """Hold the release off while a settlement of this session's messages is in flight.
+        A complete is a completion record valid while its lock is held (decision 011); a
+        release that committed first would free the lock before the record landed, and
+        the record would count for nothing while its caller heard "done"."""
+        with self._quiet:
+            self.check_held()
+            self._settling += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._settling -= 1
+                self._quiet.notify_all()
+
     def release(self) -> None:
-        """Give the session up (the receiver closing does this)."""
-        if not self.released:
+        """Give the session up (the receiver closing does this), once the settlements in
+        flight have landed; a settlement begun after this raises SessionLockLost."""
+        with self._quiet:
+            if self.released:
+                return
             self.released = True
-            self._sessions.release(self._lock)
+            while self._settling:
+                self._quiet.wait()
+        self._sessions.release(self._lock)
 
     def __repr__(self) -> str:
         return f"ServiceBusSession(session_id={self.session_id!r}, " \

@@ -450,13 +450,11 @@ class Entity:
     @property
     def records_allowed(self) -> bool:
         """Whether a complete may be a completion record (decision 011): in the main queue
-        of an entity without sessions (other lanes are re-locked by paths that do not read
-        records; a session's release frees its messages' locks before they end, so a
-        record landing just after it would count for nothing while its writer, which reads
-        nothing back, reports it done), on a ledger at Serializable isolation (ledgers
-        created before it keep keyed deletes). Read once."""
+        (other lanes are re-locked by paths that do not read records; a session's renewal
+        and release fold its records, ``Sessions._move_message_locks``), on a ledger at
+        Serializable isolation (ledgers created before it keep keyed deletes). Read once."""
         if self._records is None:
-            self._records = (self.lane == Lane.MAIN and not self.props.requires_session
+            self._records = (self.lane == Lane.MAIN
                              and self.ledger.isolation_level() == "Serializable")
         return self._records
 

@@ -29,7 +29,7 @@ from sbqueue.core.routing import partition_for
 from sbqueue.core.sequence import row_key
 from sbqueue.core.sessions import check_session_id, lockable, session_held, state_bytes
 from sbqueue.core.sizes import message_limit
-from sbqueue.core.transitions import Lane
+from sbqueue.core.transitions import RECORD_AT, Lane, completed_by_record
 from sbqueue.engine.receive import (
     SESSION_LOOKAHEAD,
     ReceiveResult,
@@ -41,6 +41,8 @@ from sbqueue.engine.receive import (
     with_bodies,
 )
 from sbqueue.engine.receive_small import receive
+from sbqueue.engine.records import no_record_guard, record_rows
+from sbqueue.engine.schema import RECORD
 from sbqueue.exceptions import (
     InvalidOperationError,
     OperationTimeoutError,
@@ -265,19 +267,29 @@ class Sessions:
     def _move_message_locks(self, lock: SessionLock, until: datetime | None
                             ) -> list[dict[str, Any]]:
         """The session's messages this holder has locked, with their locks moved to
-        ``until`` (None: released, available again)."""
-        rows = self.entity.ledger.messages(
+        ``until`` (None: released, available again). A message a completion record of its
+        lock completed is deleted instead: neither a renewal nor a release may void a
+        complete (decision 011; the client's session waits for its completes in flight
+        before it releases, ``client.session``). For every other one a guard row says "no
+        record of this lock": a record landing after this read fails the commit, which
+        then reads again."""
+        held = ((F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
+                & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
+        read = [as_aware(r) for r in self.entity.ledger.rows(
             (F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
-            & (F.col("session_id") == lock.session_id)
-            & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp"))).collect()
+            & (held | (F.col("row_type") == RECORD))).collect()]
+        recorded = {(p, seq, token): at for p, seq, token, at in record_rows(read)}
         out = []
-        for r in rows:
-            row = r.asDict()
-            row.update({EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
-                        "row_version": row["row_version"] + 1, "locked_until_utc": until})
-            if until is None:
-                row["lock_token"] = None
-            out.append(row)
+        for row in (r for r in read if r["row_type"] == "m"):
+            at = recorded.get((lock.partition, row["sequence_number"], row["lock_token"]))
+            if at is not None and completed_by_record().evaluate({**row, RECORD_AT: at}):
+                out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "delete"})
+                continue
+            out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
+                        "row_version": row["row_version"] + 1, "locked_until_utc": until,
+                        "lock_token": row["lock_token"] if until else None})
+            out.append(no_record_guard(lock.partition, Lane.MAIN, row["sequence_number"],
+                                       row["lock_token"]))
         return out
 
     def _relock(self, lock: SessionLock, until: datetime | None) -> None:

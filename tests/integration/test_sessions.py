@@ -107,6 +107,66 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> No
             second.session.renew_lock()
 
 
+def test_s10_3_s6_1_a_completed_session_message_stays_completed_across_renew_and_release(
+        admin, client) -> None:
+    """A session message's complete is a completion record (decision 011). Renewing the
+    session moves its messages' locks and releasing it frees them: both fold the record
+    (the message row goes) instead of moving the lock of a completed message, so the next
+    holder gets only what was not completed."""
+    admin.create_queue("sr", requires_session=True, lock_duration=timedelta(seconds=30))
+    _send(client, "sr", {"a": 3})
+    with client.get_queue_receiver("sr", session_id="a") as first:
+        got = first.receive_messages(3, max_wait_time=5)
+        assert [str(m) for m in got] == ["a-0", "a-1", "a-2"]
+        first.complete_message(got[0])
+        ledger = first._entity.ledger
+        assert ledger.rows(F.col("row_type") == "c").count() == 1  # a record, no DELETE
+        first.session.renew_lock()
+        assert ledger.message_rows([got[0].sequence_number]).count() == 0  # folded
+        first.complete_message(got[1])
+    with client.get_queue_receiver("sr", session_id="a") as second:
+        assert [str(m) for m in second.receive_messages(3, max_wait_time=5)] == ["a-2"]
+
+
+def test_s10_3_s6_1_a_release_waits_for_the_complete_in_flight(admin, client,
+                                                               monkeypatch) -> None:
+    """Closing a session receiver while another thread completes one of its messages: the
+    release waits until the completion record has landed, then folds it, so the completed
+    message never comes back (a release committed first would free the lock and void the
+    record its caller was told succeeded); a complete begun after the release started
+    raises SessionLockLost."""
+    from sbqueue.engine.ledger import Ledger
+
+    admin.create_queue("sw", requires_session=True, lock_duration=timedelta(seconds=60))
+    _send(client, "sw", {"a": 2})
+    appending, go_on = threading.Event(), threading.Event()
+    append = Ledger.append_records
+
+    def slow_append(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        appending.set()
+        go_on.wait(30)
+        return append(self, *args, **kwargs)
+
+    monkeypatch.setattr(Ledger, "append_records", slow_append)
+    receiver = client.get_queue_receiver("sw", session_id="a")
+    got = receiver.receive_messages(2, max_wait_time=5)
+    completing = threading.Thread(target=receiver.complete_message, args=(got[0],))
+    completing.start()
+    assert appending.wait(30)
+    closing = threading.Thread(target=receiver.close)
+    closing.start()
+    closing.join(10)  # without the wait, a release commits in a few seconds
+    assert closing.is_alive()  # the release waits for the record in flight
+    with pytest.raises(SessionLockLostError):
+        receiver.complete_message(got[1])  # begun after the release started
+    go_on.set()
+    completing.join(60)
+    closing.join(60)
+    assert got[0].settled
+    with client.get_queue_receiver("sw", session_id="a") as second:
+        assert [str(m) for m in second.receive_messages(2, max_wait_time=5)] == ["a-1"]
+
+
 def test_s10_2_next_available_session_then_operation_timeout(admin, client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
     _send(client, "sq", {"a": 1, "b": 1})
