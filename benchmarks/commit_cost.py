@@ -4,8 +4,9 @@ Parts (each prints one JSON line; ``--parts`` picks some):
 
 - ``single``: p50 seconds and Spark jobs of a client send of one message, a
   ``receive_messages(1)``, a ``complete_message``, a ``schedule_messages`` of one and a
-  ``cancel_scheduled_messages`` of one, each interleaved with a raw one-row Delta append
-  (1 KB body) in the same round; ratios to the append.
+  ``cancel_scheduled_messages`` of one, a session receiver's ``receive_messages(1)`` and
+  ``complete_message``, each interleaved with a raw one-row Delta append (1 KB body) in
+  the same round; ratios to the append.
 - ``sdk50``: the SDK's common pattern: ``receive_messages(max_message_count=50)`` with the
   default 60 s lock, then ``complete_message`` on each in turn: how many locks were lost and
   how much of the lock was left after the 50th.
@@ -70,8 +71,14 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     client = ServiceBusClient(root, spark=spark)
     sender = client.get_queue_sender("single")
     receiver = client.get_queue_receiver("single", max_wait_time=30)
+    admin.create_queue("sessions", requires_session=True, lock_duration="PT5M")
+    client.get_queue_sender("sessions").send_messages(
+        [ServiceBusMessage(BODY, session_id="s") for _ in range(reps)])
+    session = client.get_queue_receiver("sessions", session_id="s", max_wait_time=30)
+    session.__enter__()
     _, raw_append = _raw(spark, root)
-    keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel")
+    keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel",
+            "session_receive", "session_complete")
     later = datetime.now(timezone.utc) + timedelta(hours=1)
 
     def round_() -> tuple[tuple[str, Any], ...]:
@@ -89,9 +96,14 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
                 sender.schedule_messages(ServiceBusMessage(BODY), later))),
             ("raw_append", raw_append),
             ("cancel", lambda seqs=seqs: sender.cancel_scheduled_messages(seqs[0])),
+            ("raw_append", raw_append),
+            ("session_receive", lambda got=got: got.extend(session.receive_messages(1))),
+            ("raw_append", raw_append),
+            ("session_complete", lambda got=got: session.complete_message(got[-1])),
         )
 
     p50, jobs = _interleaved(spark, [round_() for _ in range(reps)])
+    session.close()
     return {"part": "single", "reps": reps, "p50_s": p50, "jobs": jobs,
             "ratio_to_raw_append": {k: round(p50[k] / p50["raw_append"], 2)
                                     for k in keys[1:]}}
