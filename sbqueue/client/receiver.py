@@ -213,8 +213,11 @@ class ServiceBusReceiver:
                             "session lock (receiver.session.renew_lock(), S10.3)")
         token = self.check_settleable(message, kind)
         session = self._session
-        # A session message's lock is its session's, renewed with it (S10.3).
-        held_until = message.locked_until_utc if session is None else session.locked_until_utc
+        held_until = message.locked_until_utc
+        if session is not None and held_until is not None:
+            # A session message's lock is its session's (S10.3), but a receive that raced
+            # a renewal stamped the end it read: the earlier of the two is sure to hold.
+            held_until = min(held_until, session.locked_until_utc)
         with session.settling() if session is not None else contextlib.nullcontext():
             result = self._entity.settle(
                 [(message.sequence_number, token)], kind, reason, description,

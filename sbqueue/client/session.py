@@ -89,9 +89,14 @@ class ServiceBusSession:
             if self.released:
                 return
             self.released = True
-            while self._settling:
-                self._quiet.wait()
+            # At most until the lock ends: a record landing after that is late, and its
+            # writer reads back whether it counted (a hung settlement cannot hang close).
+            while self._settling and (left := self._left()) > 0:
+                self._quiet.wait(left)
         self._sessions.release(self._lock)
+
+    def _left(self) -> float:
+        return (self._lock.locked_until - datetime.now(timezone.utc)).total_seconds()
 
     def __repr__(self) -> str:
         return f"ServiceBusSession(session_id={self.session_id!r}, " \

@@ -5,7 +5,8 @@ inbox   partitioned by (partition_id, segment). Sends are blind appends; rows ar
         commits after its partition's cursor); row tracking on (the SQL view orders rows by
         ``_metadata.row_commit_version`` without the change feed).
 ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` row per
-        partition (the cursor: the last inbox row it has passed and its counter) and one
+        partition once its cursor has moved (the last inbox row it has passed and its
+        counter; none yet: nothing passed, ``engine.receive.with_unstored``) and one
         ``m`` row per message the cursor has passed that is still in the entity (locked,
         returned, deferred, scheduled, dead-lettered). A row points at its inbox row by
         (segment, send_id, batch_index). Why: docs/decisions/004-cursor-layout.md.
@@ -166,7 +167,7 @@ INBOX_PROPERTIES = {
 LEDGER_PROPERTIES = {
     # A receive's MERGE must conflict with a completion record appended into what it read
     # (decision 011): at Delta's default level, WriteSerializable, blind appends never do.
-    # The ledger's only blind appends are those records (and the first cursors).
+    # The ledger's only blind appends are those records.
     "delta.isolationLevel": "Serializable",
     # Ledger files are small and narrow: a keyed DELETE or UPDATE that rewrites the one file
     # holding the row ran 4 Spark jobs, with deletion vectors 8 (decision 011).

@@ -270,9 +270,9 @@ class Sessions:
         ``until`` (None: released, available again). A message a completion record of its
         lock completed is deleted instead: neither a renewal nor a release may void a
         complete (decision 011; the client's session waits for its completes in flight
-        before it releases, ``client.session``). For every other one a guard row says "no
-        record of this lock": a record landing after this read fails the commit, which
-        then reads again."""
+        before it releases, ``client.session``). For every other one without a record a
+        guard row says "no record of this lock": a record landing after this read fails
+        the commit, which then reads again."""
         held = ((F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
                 & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
         read = [as_aware(r) for r in self.entity.ledger.rows(
@@ -288,8 +288,9 @@ class Sessions:
             out.append({**row, EXPECT_COLUMN: row["row_version"], OP_COLUMN: "upsert",
                         "row_version": row["row_version"] + 1, "locked_until_utc": until,
                         "lock_token": row["lock_token"] if until else None})
-            out.append(no_record_guard(lock.partition, Lane.MAIN, row["sequence_number"],
-                                       row["lock_token"]))
+            if at is None:  # a record read and not valid stays not valid: no guard
+                out.append(no_record_guard(lock.partition, Lane.MAIN, row["sequence_number"],
+                                           row["lock_token"]))
         return out
 
     def _relock(self, lock: SessionLock, until: datetime | None) -> None:
