@@ -1,4 +1,4 @@
-"""Layer 5: the client shaped like azure-servicebus 7.14 (API.md "Client")."""
+"""Layer 5: the client shaped like azure-servicebus 7.14 (docs/api/client.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 It opens a namespace (a folder or a URI Spark can write) and hands out senders and
 receivers. Code written for azure-servicebus 7.x ports by changing the imports and the
-connection string (API.md "Namespace and connection").
+connection string (docs/api/client.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``ServiceBusTransaction``: sends, settlements and session state committed at once (S12).
 
-Like .NET's TransactionScope (API.md): ``with client.transaction() as tx:`` collects the
+Like .NET's TransactionScope (docs/api/client.md): ``with client.transaction() as tx:`` collects the
 operations, each checked as it is added (one entity, one partition, one key, at most 100
 messages: ``core.transactions``); leaving the block commits them in one Delta commit
 (``engine.transaction``), an exception or ``rollback()`` drops them with nothing written.

@@ -1,4 +1,4 @@
-"""Connection strings: the ``Endpoint`` names the namespace root (API.md)."""
+"""Connection strings: the ``Endpoint`` names the namespace root (docs/api/client.md)."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ def test_s13_1_forwarding_targets_are_checked(admin) -> None:
 
 
 def test_connection_string_endpoint(spark, namespace_root) -> None:
-    """API.md: Endpoint of a connection string; other keys ignored."""
+    """The client's connection string (docs/api/client.md): Endpoint; other keys ignored."""
     admin = ServiceBusAdministrationClient.from_connection_string(
         f"Endpoint={namespace_root};SharedAccessKeyName=x;SharedAccessKey=y", spark=spark)
     admin.create_queue("q")
