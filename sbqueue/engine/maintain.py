@@ -43,7 +43,7 @@ from sbqueue.core.properties import SubscriptionProperties, TopicProperties
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow
+from sbqueue.engine.receive import ReceiveResult, first_cursor, receive_once, utcnow
 from sbqueue.engine.schema import SEGMENT_SECONDS
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.delta import Table, retry_conflicts
@@ -241,7 +241,8 @@ class Maintainer:
             stored = {int(r[0]): (int(r[1]), int(r[2])) for r in ledger.cursors()
                       .select("partition_id", "cursor_version", "cursor_index").collect()}
             for partition in range(partitions):
-                here = stored.get(partition, (0, -1))
+                first = first_cursor(partition)
+                here = stored.get(partition, (first.version, first.position))
                 oldest[partition] = min(oldest.get(partition, here), here)
         return oldest
 

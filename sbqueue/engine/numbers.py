@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from sbqueue.core.sequence import sequence_of
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
+from sbqueue.engine.receive import first_cursor
 
 __all__ = ["send_numbers"]
 
@@ -35,7 +36,8 @@ def send_numbers(inbox: Inbox, ledger: Ledger, send_id: str) -> list[int] | None
                 | ((F.col("row_type") == "m") & (F.col("send_id") == send_id))))
             .select("row_type", "partition_id", "sequence_number", "batch_index",
                     "cursor_version", "cursor_index", "last_counter").collect())
-    cursors = {p: ((0, -1), 0) for p in partitions}  # a partition's first cursor: no p row
+    first = [first_cursor(p) for p in partitions]  # a partition without a p row
+    cursors = {c.partition: ((c.version, c.position), c.counter) for c in first}
     cursors.update({int(r[1]): ((int(r[4]), int(r[5])), int(r[6])) for r in read
                     if r[0] == "p"})
     stored = {(int(r[1]), int(r[3])): int(r[2]) for r in read if r[0] == "m"}

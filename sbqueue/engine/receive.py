@@ -64,6 +64,7 @@ __all__ = [
     "collected",
     "cursor_expect",
     "deliverable_heads",
+    "first_cursor",
     "ledger_slice",
     "lock_stamp",
     "merge_scope",
@@ -142,12 +143,16 @@ class Cursor(NamedTuple):
 UNSTORED = 0
 
 
+def first_cursor(partition: int) -> Cursor:
+    """A partition's cursor before its p row exists: nothing passed, no number given."""
+    return Cursor(int(partition), 0, -1, 0, UNSTORED)
+
+
 def with_unstored(cursors: list[Cursor], partitions: Iterable[int]) -> list[Cursor]:
-    """The cursors read, plus the first cursor (nothing passed) of each partition of
-    ``partitions`` that has no p row yet."""
+    """The cursors read, plus the first cursor of each partition of ``partitions`` that
+    has no p row yet."""
     stored = {c.partition for c in cursors}
-    return cursors + [Cursor(int(p), 0, -1, 0, UNSTORED) for p in partitions
-                      if p not in stored]
+    return cursors + [first_cursor(p) for p in partitions if p not in stored]
 
 
 def cursor_expect(p_version: int) -> int | None:

@@ -42,9 +42,9 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.receive import (
     PENDING,
-    UNSTORED,
     as_aware,
     cursor_expect,
+    first_cursor,
     lock_stamp,
     utcnow,
 )
@@ -195,10 +195,11 @@ def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
     """The partition's p row to commit with the marker, expecting the version read (no
     p row yet: its first cursor, expected absent)."""
     rows = entity.ledger.cursors().where(F.col("partition_id") == partition).collect()
+    first = first_cursor(partition)
     row = as_aware(rows[0]) if rows else ledger_row(
         partition_id=partition, lane=Lane.MAIN, sequence_number=cursor_key(partition),
-        row_type="p", row_version=UNSTORED, cursor_version=0, cursor_index=-1,
-        last_counter=0)
+        row_type="p", row_version=first.p_version, cursor_version=first.version,
+        cursor_index=first.position, last_counter=first.counter)
     row.update({EXPECT_COLUMN: cursor_expect(row["row_version"]), OP_COLUMN: "upsert",
                 "row_version": row["row_version"] + 1})
     return row
