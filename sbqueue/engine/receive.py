@@ -18,7 +18,7 @@ Data flow (docs/decisions/004-cursor-layout.md):
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
+from sbqueue.core.expr import Expr, col, lit
 from sbqueue.core.maintenance import PAST_COMMIT
 from sbqueue.core.transitions import (
     RECORD_AT,
@@ -54,6 +55,7 @@ from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN
 
 __all__ = [
     "OUTPUT_COLUMNS",
+    "SLICE_COLUMNS",
     "STATE_OUT",
     "UNSTORED",
     "Attempt",
@@ -65,11 +67,14 @@ __all__ = [
     "cursor_expect",
     "deliverable_heads",
     "first_cursor",
+    "is_after",
     "ledger_slice",
     "lock_stamp",
     "merge_scope",
     "pending_or_void",
     "receive_once",
+    "slice_lanes",
+    "slice_rule",
     "utcnow",
     "with_bodies",
     "with_unstored",
@@ -82,6 +87,9 @@ PENDING = timedelta(minutes=2)  # a transaction's rows uncommitted for longer ne
 MAX_INDEX = PAST_COMMIT  # a cursor index past every batch index of its commit
 _P_ROW_COLUMNS = ("cursor_version", "cursor_index", "last_counter", "session_state")
 _CANDIDATE_COLUMNS = [c for c in LEDGER_COLUMNS if c not in _P_ROW_COLUMNS and c != "row_type"]
+# What a receive reads of each ledger row (``ledger_slice``).
+SLICE_COLUMNS = [*_CANDIDATE_COLUMNS, "row_type", "cursor_version", "cursor_index",
+                 "last_counter"]
 STATE_OUT = ("state", "delivery_count", "lock_token", "locked_until_utc",
               "dead_letter_reason", "dead_letter_error_description", "dead_letter_source")
 OUTPUT_COLUMNS = ["sequence_number", "partition_id",
@@ -259,14 +267,38 @@ def _without_duplicates(inbox: Inbox, narrow: DataFrame, a: Attempt, window: tim
     return narrow.join(copies, LOCATOR, "left_anti")
 
 
-def _lane_filter(a: Attempt, lane: str) -> Column:
-    """The ledger rows a receive of ``lane`` considers: in the main queue, its locked and
-    returned messages and the scheduled ones now due; in a dead-letter queue, all but the
-    deferred."""
+def slice_rule(a: Attempt, lane: str) -> Expr:
+    """The ledger rows a receive of ``lane`` reads (its partitions aside): the cursors and
+    commit markers, the lane's completion records, and its message rows: in the main queue
+    the locked and returned messages and the scheduled ones now due (and a cancel's
+    targets), in a dead-letter queue all but the deferred. One home: Spark compiles it
+    (``ledger_slice``), a read on the driver evaluates it (``engine.receive_small``)."""
+    row_type, in_lane = col("row_type"), col("lane")
+    heads = ((row_type == "p") | (row_type == "t")) & (in_lane == Lane.MAIN)
+    records = (row_type == RECORD) & (in_lane == lane)
     if lane == Lane.MAIN:
-        due = F.col("scheduled_enqueue_time_utc") <= F.lit(a.ctx.now).cast("timestamp")
-        return (F.col("lane") == Lane.MAIN) | ((F.col("lane") == Lane.SCHEDULED) & due)
-    return (F.col("lane") == lane) & (F.col("state") != "Deferred")
+        due = col("scheduled_enqueue_time_utc") <= lit(a.ctx.now)
+        wanted = (in_lane == Lane.MAIN) | ((in_lane == Lane.SCHEDULED) & due)
+    else:
+        wanted = (in_lane == lane) & (col("state") != "Deferred")
+    for seq in a.cancel:
+        wanted = wanted | (col("sequence_number") == seq)
+    return heads | records | ((row_type == "m") & wanted)
+
+
+def slice_lanes(lane: str) -> tuple[str, ...]:
+    """The lanes ``slice_rule`` can accept rows of (a read prunes the others)."""
+    return (Lane.MAIN, Lane.SCHEDULED) if lane == Lane.MAIN else (Lane.MAIN, lane)
+
+
+def is_after(cursors: list[Cursor]) -> Callable[[Mapping[str, Any]], bool]:
+    """``after_cursors`` on plain rows (a read on the driver)."""
+    places = {c.partition: (c.version, c.position) for c in cursors}
+
+    def after(row: Mapping[str, Any]) -> bool:
+        place = places.get(row["partition_id"])
+        return place is not None and (row["_commit_version"], row["batch_index"]) > place
+    return after
 
 
 def _pick(candidates: DataFrame, a: Attempt) -> DataFrame:
@@ -355,17 +387,9 @@ def _idle_cursors(decided: DataFrame, cursors: list[Cursor], end: int) -> DataFr
 
 
 def ledger_slice(ledger: Ledger, a: Attempt, lane: str) -> DataFrame:
-    """What a receive of ``lane`` reads of the ledger, narrow: the cursors and commit
-    markers, the completion records of the lane and its message rows (``_lane_filter``)."""
-    rows = ledger.rows(F.col("partition_id").isin(a.partitions))
-    heads = F.col("row_type").isin("p", "t") & (F.col("lane") == Lane.MAIN)  # cursors, commits
-    records = (F.col("row_type") == RECORD) & (F.col("lane") == lane)
-    wanted = _lane_filter(a, lane)
-    if a.cancel:
-        wanted = wanted | F.col("sequence_number").isin(list(a.cancel))
-    return rows.where(heads | records | ((F.col("row_type") == "m") & wanted)
-                        ).select(*_CANDIDATE_COLUMNS, "row_type", "cursor_version",
-                                 "cursor_index", "last_counter")
+    """What a receive of ``lane`` reads of the ledger (``slice_rule``), narrow."""
+    return ledger.rows(F.col("partition_id").isin(a.partitions)).where(
+        to_column(slice_rule(a, lane))).select(*SLICE_COLUMNS)
 
 
 def _read_ledger(ledger: Ledger, a: Attempt, lane: str

@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from sbqueue.core.expr import col, lit
 from sbqueue.core.picking import pick
 from sbqueue.core.sequence import counter_of, cursor_key, sequence_of
 from sbqueue.core.transitions import (
@@ -41,12 +42,13 @@ from sbqueue.core.transitions import (
     deliverable,
     receive_outcome,
 )
-from sbqueue.engine.columns import to_sql, values_frame
+from sbqueue.engine.columns import to_column, to_sql, values_frame
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import (
     MAX_INDEX,
     OUTPUT_COLUMNS,
+    SLICE_COLUMNS,
     STATE_OUT,
     WINDOW_VERSIONS,
     Attempt,
@@ -55,10 +57,12 @@ from sbqueue.engine.receive import (
     after_cursors,
     as_aware,
     cursor_expect,
-    ledger_slice,
+    is_after,
     merge_scope,
     pending_or_void,
     receive_once,
+    slice_lanes,
+    slice_rule,
     utcnow,
     with_unstored,
 )
@@ -71,6 +75,7 @@ from sbqueue.engine.schema import (
     RECORD,
     ledger_row,
     owned_rows,
+    owns,
 )
 from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN
 
@@ -165,7 +170,7 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
                              for c in changes if c["origin"] == "ledger"}, lane)
     if lane == Lane.MAIN:
         writes += _cursor_moves(changes, cursors, end, a, complete_head)
-    return _commit(ledger, a, changes, writes, complete_head)
+    return _commit(ledger, inbox, a, changes, writes, complete_head)
 
 
 def cancel(ledger: Ledger, inbox: Inbox, a: Attempt) -> bool:
@@ -199,18 +204,24 @@ def _cancelled(changes: list[dict[str, Any]], a: Attempt) -> bool:
 
 def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int
                  ) -> list[dict[str, Any]] | None:
-    """The ledger rows a small receive decides on, in one scan and one job (a top-k): the
+    """The ledger rows a small receive decides on (``slice_rule``), in one read: the
     cursors, commit markers and completion records first, then the first ``limit`` message
     rows not locked, by sequence number. None when there are more of either than it reads.
     Locked rows are not read: they cannot change, except by a record, which folds them
-    without a read (``_folds``)."""
-    free = F.col("locked_until_utc").isNull() | (
-        F.col("locked_until_utc") <= F.lit(a.ctx.now).cast("timestamp"))
-    is_message = F.col("row_type") == "m"
+    without a read (``_folds``). Read on the driver where the ledger is local (no Spark
+    job), else one top-k job."""
+    rule = slice_rule(a, lane) & (
+        (col("row_type") != "m") | col("locked_until_utc").is_null()
+        | (col("locked_until_utc") <= lit(a.ctx.now)))
     cap = MARKS_READ + limit + 1
-    rows = (ledger_slice(ledger, a, lane).where(~is_message | free)
-            .orderBy(is_message, "sequence_number").limit(cap).collect())
-    out = [as_aware(r) for r in rows]
+    here = ledger.scan_here({"partition_id": a.partitions, "lane": slice_lanes(lane)},
+                            SLICE_COLUMNS, lambda row: rule.evaluate(row) is True)
+    if here is not None:
+        out = sorted(here, key=lambda r: (r["row_type"] == "m", r["sequence_number"]))[:cap]
+    else:
+        out = [as_aware(r) for r in ledger.rows(F.col("partition_id").isin(a.partitions))
+               .where(to_column(rule)).select(*SLICE_COLUMNS)
+               .orderBy(F.col("row_type") == "m", "sequence_number").limit(cap).collect()]
     messages = sum(1 for r in out if r["row_type"] == "m")
     return None if len(out) == cap or messages > limit else out
 
@@ -233,18 +244,25 @@ def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[d
 def _inbox_head(inbox: Inbox, cursors: list[Cursor], start: int, end: int, a: Attempt,
                 limit: int, bodies: bool = True) -> list[dict[str, Any]]:
     """The first ``limit`` inbox rows after the cursors, in commit order, whole (without
-    ``bodies``: the columns a decision reads): a prefix of each partition's rows, one job."""
-    columns: list[Any] = list(_MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS)
+    ``bodies``: the columns a decision reads): a prefix of each partition's rows. Read on
+    the driver where the inbox is local (no Spark job), else one top-k job."""
+    columns = _MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
+    partitions, after = set(a.partitions), is_after(cursors)
+    here = inbox.appended_here(
+        start - 1, end, [*LOCATOR[:-1], *columns, "batch_index", "targets"],
+        lambda r: r["partition_id"] in partitions and owns(a.target, r["targets"])
+        and after(r), ("_commit_version", "batch_index"), limit)
+    if here is None:
+        here = [as_aware(r) for r in inbox.appended(
+            start - 1, end, F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
+        ).where(after_cursors(cursors)).select(
+            *LOCATOR[:-1], *columns, "batch_index", "_commit_version",
+        ).orderBy("_commit_version", "batch_index").limit(limit).collect()]
     if bodies and a.sessions:  # bodies of the sessions' rows only: the rest are passed
-        mine = F.col("session_id").isin(list(a.sessions))
-        columns = [c if c in _NARROW_COLUMNS else F.when(mine, F.col(c)).alias(c)
-                   for c in columns]
-    rows = inbox.appended(
-        start - 1, end, F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
-    ).where(after_cursors(cursors)).select(
-        *LOCATOR[:-1], *columns, "batch_index", "_commit_version",
-    ).orderBy("_commit_version", "batch_index").limit(limit).collect()
-    return [as_aware(r) for r in rows]
+        for row in here:
+            if row["session_id"] not in a.sessions:
+                row.update(dict.fromkeys(set(columns) - set(_NARROW_COLUMNS)))
+    return here
 
 
 def _ledger_candidate(row: dict[str, Any], recorded: dict[tuple[int, int, str], Any]
@@ -323,7 +341,7 @@ def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int
     return moves
 
 
-def _commit(ledger: Ledger, a: Attempt, changes: list[dict[str, Any]],
+def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, Any]],
             writes: list[dict[str, Any]], complete_head: bool) -> ReceiveResult:
     handed = [c for c in changes if c["_handed"]]
     told = None
@@ -349,8 +367,32 @@ def _commit(ledger: Ledger, a: Attempt, changes: list[dict[str, Any]],
                          for c in handed if c["segment"] is not None}),
         count=len(handed), left=left, committed=bool(writes),
         locked_until=told if a.ctx.peek_lock else None,
-        messages=[_message(c) for c in handed] if all("_message" in c for c in handed)
-        else None)
+        messages=[_message(c) for c in handed] if _with_messages(inbox, handed) else None)
+
+
+def _with_messages(inbox: Inbox, handed: list[dict[str, Any]]) -> bool:
+    """Give the handed-out ledger rows (returned, deferred, due scheduled messages) their
+    inbox rows, read on the driver by locator; False where that cannot be done (the
+    caller then joins the bodies with Spark, ``engine.receive.with_bodies``)."""
+    if any(c["segment"] is None for c in handed if "_message" not in c):
+        return False
+    missing = {_locator(c): c for c in handed if "_message" not in c}
+    if not missing:
+        return True
+    found = inbox.scan_here(
+        {"partition_id": sorted({k[0] for k in missing}),
+         "segment": sorted({k[1] for k in missing})},
+        [*LOCATOR, *_MESSAGE_COLUMNS], lambda r: _locator(r) in missing)
+    if found is None or len(found) != len(missing):
+        return False
+    for row in found:
+        missing[_locator(row)]["_message"] = row
+    return True
+
+
+def _locator(row: dict[str, Any]) -> tuple[int, int, str, int]:
+    return (int(row["partition_id"]), int(row["segment"]), str(row["send_id"]),
+            int(row["batch_index"]))
 
 
 def _handed_frame(spark: SparkSession, handed: list[dict[str, Any]]) -> DataFrame:

@@ -20,6 +20,7 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,6 +63,7 @@ __all__ = [
     "ledger_row",
     "owned_rows",
     "owned_rows_sql",
+    "owns",
 ]
 
 SEGMENT_SECONDS = 3600  # inbox segment width: purge drops whole, fully passed segments
@@ -198,6 +200,11 @@ def owned_rows(target: str | None) -> Column:
     if target is None:
         return F.col("targets").isNull()
     return F.array_contains("targets", target)
+
+
+def owns(target: str | None, targets: Sequence[str] | None) -> bool:
+    """``owned_rows`` on a plain row (a read on the driver)."""
+    return targets is None if target is None else target in (targets or ())
 
 
 def copy_of(target: str | None) -> Column:

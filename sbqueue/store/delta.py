@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sbqueue.exceptions import StorageConflictError
+from sbqueue.store import driver
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = [
@@ -327,6 +328,19 @@ class Table:
 
     def appended(self, after_version: int, up_to_version: int, where: Column) -> DataFrame:
         return read_appended(self.spark, self.path, after_version, up_to_version, where)
+
+    def scan_here(self, partitions: Mapping[str, Sequence[object]], columns: Sequence[str],
+                  keep: driver.Keep) -> list[driver.Row] | None:
+        """``driver.scan``: rows read on the driver, no Spark job; None: read with Spark."""
+        return driver.scan(self.path, partitions, columns, keep)
+
+    def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
+                      keep: driver.Keep, order: Sequence[str], limit: int
+                      ) -> list[driver.Row] | None:
+        """``driver.appended``: the first appended rows read on the driver, no Spark job;
+        None: read with Spark."""
+        return driver.appended(self.path, after_version, up_to_version, columns, keep, order,
+                               limit)
 
     def merge(self, scope: str, keys: Sequence[str], changes: DataFrame,
               columns: Sequence[str], match: str = "", delete_if: str = "false"

@@ -2,7 +2,7 @@
 
 - Imports point down: ``store`` < ``core`` < ``engine`` < ``client`` / ``management``.
 - Only ``store`` and the two gateways (``engine.ledger``, ``engine.inbox``) open a Delta
-  table; every other module asks them.
+  table, with Spark or on the driver (delta-rs); every other module asks them.
 - A sequence number's layout is known only to ``core.sequence``; a sub-queue's four names
   only to ``core.subqueues``.
 """
@@ -20,7 +20,7 @@ GATEWAYS = {"engine/ledger.py", "engine/inbox.py"}
 LAYERS = ["spark", "store", "core", "engine", "client", "management"]
 DELTA_ACCESS = re.compile(
     r"DeltaTable|format\(\s*[\"']delta[\"']\s*\)|delta\.`|(?<![.\w])(guarded_merge|read_appended|"
-    r"create_table|latest_version|earliest_version|commit_version)\(")
+    r"create_table|latest_version|earliest_version|commit_version)\(|\bdeltalake\b")
 
 
 def _modules() -> list[tuple[str, str]]:

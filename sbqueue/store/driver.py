@@ -1,0 +1,140 @@
+"""Small reads of a local Delta table on the driver, with delta-rs: no Spark job.
+
+Why (decision 011, step 3): a receive decides on a few hundred narrow rows, yet reading them
+through Spark cost four jobs (the new snapshot's state reconstruction, data skipping, the
+read itself and the inbox head), a second or more of a receive. ``deltalake`` (delta-rs, a
+well-kept reader of the same protocol) replays the log and reads the files a partition
+filter selects in tens of milliseconds, in this process. Reads only: every write stays
+Spark's, so every commit still goes through one Delta implementation and one log store.
+
+Only for tables in a local folder (cloud storage needs the credentials Spark holds; Spark
+Connect clusters have no local files): elsewhere, and on any read this module cannot do
+(a change feed the log no longer holds, more rows than ``ROW_LIMIT``), the functions return
+None and the caller reads through Spark, which is always correct.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import VariantVal
+
+from sbqueue.store.documents import is_local, local_path
+
+__all__ = ["ROW_LIMIT", "appended", "enabled", "scan"]
+
+ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
+_SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
+
+log = logging.getLogger("sbqueue.store")
+Row = dict[str, Any]
+Keep = Callable[[Row], bool]
+
+
+def enabled(path: str) -> bool:
+    """Whether ``path`` can be read on the driver: a local folder, delta-rs installed, and
+    driver reads not switched off."""
+    if os.environ.get(_SWITCH, "1") == "0" or not is_local(path):
+        return False
+    try:
+        import deltalake  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str],
+         keep: Keep) -> list[Row] | None:
+    """The rows of the latest version in the named partitions (column -> values) that
+    ``keep`` accepts, ``columns`` only; None when it cannot be read here."""
+    if not enabled(path):
+        return None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    try:
+        table = DeltaTable(str(local_path(path)))
+        where = None
+        for name, values in partitions.items():
+            clause = pc.field(name).isin(list(values))
+            where = clause if where is None else where & clause
+        dataset = table.to_pyarrow_dataset()
+        if dataset.count_rows(filter=where) > ROW_LIMIT:
+            return None
+        read = dataset.to_table(filter=where, columns=list(columns))
+    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+        _unreadable(exc)
+        return None
+    return [row for row in _plain(read.to_pylist()) if keep(row)]
+
+
+def appended(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
+             keep: Keep, order: Sequence[str], limit: int) -> list[Row] | None:
+    """The first ``limit`` rows by ``order`` among the rows appended in versions
+    (after_version, up_to_version] that ``keep`` accepts (from the change feed, each with
+    ``_commit_version``); None when it cannot be read here."""
+    if not enabled(path):
+        return None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
+    try:
+        table = DeltaTable(str(local_path(path)))
+        if up_to_version <= after_version:
+            return []
+        if not (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists():
+            return None  # the log no longer holds those commits: Spark reads by row tracking
+        stream = pa.RecordBatchReader.from_stream(table.load_cdf(
+            starting_version=after_version + 1, ending_version=up_to_version,
+            columns=wanted))
+        return _first(stream, wanted, keep, order, limit)
+    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+        _unreadable(exc)
+        return None
+
+
+def _first(stream: pa.RecordBatchReader, wanted: list[str], keep: Keep,
+           order: Sequence[str], limit: int) -> list[Row] | None:
+    """A bounded top-``limit`` over a stream of change rows (inserts only)."""
+    best: list[tuple[tuple[Any, ...], int, Row]] = []
+    seen, arrival = 0, itertools.count()
+    for batch in stream:
+        seen += batch.num_rows
+        if seen > ROW_LIMIT:
+            return None
+        for row in _plain(batch.select(wanted).to_pylist()):
+            if row.pop("_change_type") != "insert" or not keep(row):
+                continue
+            item = (tuple(-row[c] for c in order), next(arrival), row)  # a max-heap by order
+            if len(best) < limit:
+                heapq.heappush(best, item)
+            elif item[0] > best[0][0]:
+                heapq.heapreplace(best, item)
+    return [row for _, _, row in sorted(best, key=lambda i: tuple(-v for v in i[0]))]
+
+
+def _plain(rows: Iterable[Row]) -> Iterable[Row]:
+    """Values as the Spark path hands them to the rules: aware UTC times, a VARIANT as
+    PySpark's ``VariantVal``."""
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, datetime):
+                row[name] = value.astimezone(timezone.utc)
+            elif isinstance(value, dict) and value.keys() == {"value", "metadata"}:
+                row[name] = VariantVal(value["value"], value["metadata"])
+        yield row
+
+
+def _unreadable(exc: BaseException) -> None:
+    """A read delta-rs could not do (a protocol feature it lacks, a file gone under a
+    vacuum): logged; the caller reads with Spark instead."""
+    log.debug("driver read fell back to Spark: %r", exc)

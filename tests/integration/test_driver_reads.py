@@ -1,0 +1,108 @@
+"""Decision 011 step 3: where an entity is in a local folder, a small receive reads the
+ledger slice and the inbox head on the driver (delta-rs), not with Spark: the same rows,
+and no Spark job for them (S5.1, S5.5, S6.1)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from sbqueue import ServiceBusClient, ServiceBusMessage
+from sbqueue.core.transitions import Lane
+from sbqueue.engine import receive_small
+from sbqueue.engine.namespace import Namespace
+from sbqueue.engine.receive import Cursor, with_unstored
+
+pytestmark = pytest.mark.spark
+
+
+def _plain(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    assert rows is not None
+    out = []
+    for row in rows:
+        out.append({k: (bytes(v) if isinstance(v, bytearray)
+                        else v.toPython() if hasattr(v, "toPython") else v)
+                    for k, v in row.items() if k != "targets"})
+    return out
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, read: Any) -> tuple[Any, Any]:
+    """``read()`` on the driver, then with Spark (driver reads switched off)."""
+    here = read()
+    monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
+    there = read()
+    monkeypatch.delenv("SBQUEUE_DRIVER_READS")
+    return here, there
+
+
+def _jobs(spark: Any, fn: Any) -> int:
+    sc = spark.sparkContext
+    group = f"test-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, group)
+    try:
+        fn()
+    finally:
+        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+        sc.setJobGroup("", "")
+    return jobs
+
+
+@pytest.fixture
+def busy_queue(spark: Any, admin: Any, namespace_root: str) -> Any:
+    """A partitioned queue with locked, completed (a record), abandoned, deferred,
+    dead-lettered, scheduled and untouched messages, and moved cursors."""
+    admin.create_queue("q", enable_partitioning=True, lock_duration="PT5M")
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("q")
+        sender.send_messages([ServiceBusMessage(f"m{i}", application_properties={"i": i},
+                                                partition_key=f"k{i % 5}") for i in range(14)])
+        sender.schedule_messages([ServiceBusMessage("later", partition_key="k1")], later)
+        receiver = client.get_queue_receiver("q", max_wait_time=5)
+        got = receiver.receive_messages(6)
+        receiver.complete_message(got[0])
+        receiver.abandon_message(got[1])
+        receiver.defer_message(got[2])
+        receiver.dead_letter_message(got[3], reason="bad")
+        yield Namespace(namespace_root, spark)
+
+
+def test_the_ledger_slice_read_on_the_driver_is_the_spark_read(
+        monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+    for path, lane in (("q", Lane.MAIN), ("q/$DeadLetterQueue", Lane.DEAD_LETTER)):
+        entity = busy_queue.entity(path)
+        a = entity.make_attempt(list(range(entity.partitions)), 50, 50, True)
+        here, there = _both(monkeypatch, lambda e=entity, a=a, lane=lane:
+                            receive_small._ledger_rows(e.ledger, a, lane, 80))
+        assert _plain(here) == _plain(there)
+        kinds = {r["row_type"] for r in _plain(here)}
+        assert kinds >= ({"p", "c", "m"} if lane == Lane.MAIN else {"m"})
+
+
+def test_the_inbox_head_read_on_the_driver_is_the_spark_read(
+        monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+    entity = busy_queue.entity("q")
+    a = entity.make_attempt(list(range(entity.partitions)), 50, 50, True)
+    rows = receive_small._ledger_rows(entity.ledger, a, Lane.MAIN, 80) or []
+    cursors = with_unstored(
+        [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
+                                      "last_counter", "row_version")))
+         for r in rows if r["row_type"] == "p"], a.partitions)
+    for bodies, limit in ((True, 40), (False, 40), (True, 3)):
+        here, there = _both(monkeypatch, lambda bodies=bodies, limit=limit:
+                            receive_small._inbox_head(entity.inbox, cursors, 0,
+                                                      a.latest_version, a, limit, bodies))
+        assert _plain(here) == _plain(there)
+        assert len(here) == min(limit, 9)  # 14 sent + 1 scheduled, 6 passed by the cursors
+
+
+def test_a_receive_reads_on_the_driver_without_spark_jobs(
+        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+    entity = busy_queue.entity("q")
+    on = _jobs(spark, lambda: entity.receive_rows(1))
+    monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
+    off = _jobs(spark, lambda: entity.receive_rows(1))
+    assert on <= off - 2  # the ledger top-k and the inbox head are not Spark jobs
