@@ -185,7 +185,9 @@ def inbox_bound(inbox: Inbox) -> int:
     """An upper bound of the bytes an entity holds: every inbox row (held or not) times the
     largest message. COUNT and MAX over a statistics column are answered from the Delta log
     (``size_in_bytes`` has statistics for this), so no data file is read."""
-    row = inbox.spark.sql(f"SELECT count(*), max(size_in_bytes) FROM {inbox.sql_name}").first()
+    here = inbox.stats_here("size_in_bytes")  # on the driver where the inbox is local
+    row = here if here is not None else inbox.spark.sql(
+        f"SELECT count(*), max(size_in_bytes) FROM {inbox.sql_name}").first()
     if row is None or not row[0]:
         return 0
     return int(row[0]) * int(row[1] or 0)

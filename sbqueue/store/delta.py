@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import delta.exceptions as dx
 from delta.tables import DeltaTable
@@ -333,6 +333,10 @@ class Table:
                   keep: driver.Keep) -> list[driver.Row] | None:
         """``driver.scan``: rows read on the driver, no Spark job; None: read with Spark."""
         return driver.scan(self.path, partitions, columns, keep)
+
+    def stats_here(self, column: str) -> tuple[int, Any] | None:
+        """``driver.file_stats``: (rows, largest ``column``) from the log; None: ask Spark."""
+        return driver.file_stats(self.path, column)
 
     def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
                       keep: driver.Keep, order: Sequence[str], limit: int

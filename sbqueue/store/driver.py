@@ -29,7 +29,7 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "appended", "enabled", "scan"]
+__all__ = ["ROW_LIMIT", "appended", "enabled", "file_stats", "scan"]
 
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
 _SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
@@ -100,6 +100,28 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
     except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
         _unreadable(exc)
         return None
+
+
+def file_stats(path: str, column: str) -> tuple[int, Any] | None:
+    """(rows, largest ``column``) of the latest version, from the log's file statistics
+    alone (no data file read); None when it cannot be told here (a file without them)."""
+    if not enabled(path):
+        return None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    try:
+        actions = pa.table(DeltaTable(str(local_path(path))).get_add_actions(flatten=True))
+    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+        _unreadable(exc)
+        return None
+    if actions.num_rows == 0:
+        return 0, None
+    largest = f"max.{column}"
+    if largest not in actions.column_names or actions.column("num_records").null_count:
+        return None
+    return int(pc.sum(actions.column("num_records")).as_py()), pc.max(
+        actions.column(largest)).as_py()
 
 
 def _first(stream: pa.RecordBatchReader, wanted: list[str], keep: Keep,

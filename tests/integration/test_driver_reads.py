@@ -106,3 +106,12 @@ def test_a_receive_reads_on_the_driver_without_spark_jobs(
     monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
     off = _jobs(spark, lambda: entity.receive_rows(1))
     assert on <= off - 2  # the ledger top-k and the inbox head are not Spark jobs
+
+
+def test_s1_6_the_size_bound_from_the_log_on_the_driver_is_sparks(
+        monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+    from sbqueue.engine.reads import inbox_bound
+
+    inbox = busy_queue.entity("q").inbox
+    here, there = _both(monkeypatch, lambda: inbox_bound(inbox))
+    assert here == there > 0
