@@ -317,7 +317,8 @@ def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbo
             inbox.append(rows, txn=(send_id, 0))
             return SendResult(count=0, send_id=send_id)
         inbox.append(rows.observe(counted, F.count(F.lit(1)).alias("rows"),
-                                  F.sum("size_in_bytes").alias("bytes")))
+                                  F.sum("size_in_bytes").alias("bytes")),
+                     tag=send_id)  # its commit is found by it (``engine.numbers``)
     except Exception as exc:
         text = str(exc)
         if _MARK not in text:

@@ -334,6 +334,10 @@ class Table:
         """``driver.scan``: rows read on the driver, no Spark job; None: read with Spark."""
         return driver.scan(self.path, partitions, columns, keep)
 
+    def tagged_here(self, tag: str) -> int | None:
+        """``driver.tagged_version``: the version tagged ``tag``; None: ask Spark."""
+        return driver.tagged_version(self.path, tag)
+
     def stats_here(self, column: str) -> tuple[int, Any] | None:
         """``driver.file_stats``: (rows, largest ``column``) from the log; None: ask Spark."""
         return driver.file_stats(self.path, column)

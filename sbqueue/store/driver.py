@@ -29,7 +29,7 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "appended", "enabled", "file_stats", "scan"]
+__all__ = ["ROW_LIMIT", "appended", "enabled", "file_stats", "scan", "tagged_version"]
 
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
 _SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
@@ -122,6 +122,22 @@ def file_stats(path: str, column: str) -> tuple[int, Any] | None:
         return None
     return int(pc.sum(actions.column("num_records")).as_py()), pc.max(
         actions.column(largest)).as_py()
+
+
+def tagged_version(path: str, tag: str, depth: int = 1000) -> int | None:
+    """The version of the commit among the newest ``depth`` that carries ``tag`` as its
+    user metadata (``store.delta.append``); None when it cannot be told here."""
+    if not enabled(path):
+        return None
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    try:
+        history = DeltaTable(str(local_path(path))).history(depth)
+    except (DeltaError, OSError, ValueError, RuntimeError) as exc:
+        _unreadable(exc)
+        return None
+    return next((int(c["version"]) for c in history if c.get("userMetadata") == tag), None)
 
 
 def _first(stream: pa.RecordBatchReader, wanted: list[str], keep: Keep,

@@ -115,3 +115,16 @@ def test_s1_6_the_size_bound_from_the_log_on_the_driver_is_sparks(
     inbox = busy_queue.entity("q").inbox
     here, there = _both(monkeypatch, lambda: inbox_bound(inbox))
     assert here == there > 0
+
+
+def test_s3_4_a_sends_numbers_are_read_on_the_driver_without_spark_jobs(
+        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+    entity = busy_queue.entity("q")
+    sent = entity.send_dataframe(spark.createDataFrame(
+        [(f"n{i}".encode(), f"k{i}") for i in range(4)], "body binary, partition_key string"))
+    numbers: dict[str, list[int]] = {}
+    on = _jobs(spark, lambda: numbers.setdefault("on", entity.sequence_numbers(sent.send_id)))
+    monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
+    off = _jobs(spark, lambda: numbers.setdefault("off", entity.sequence_numbers(sent.send_id)))
+    assert numbers["on"] == numbers["off"] and len(set(numbers["on"])) == 4
+    assert on == 0 < off
