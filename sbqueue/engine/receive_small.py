@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -69,15 +70,18 @@ from sbqueue.engine.receive import (
 from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
+    LEDGER_KEYS,
     LEDGER_TYPES,
     LOCATOR,
     MESSAGE_FIELDS,
     RECORD,
+    ledger_match,
     ledger_row,
     owned_rows,
     owns,
 )
-from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
+from sbqueue.store.driver import Pinned
 
 __all__ = ["SMALL_RECEIVE", "NotCancellable", "cancel", "receive", "small_receive"]
 
@@ -133,7 +137,8 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
     if not decided_here(a, lane):
         return None
     limit = max(a.total + HEAD_ROWS, SESSION_HEAD if a.sessions else 0)
-    slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel))
+    pinned = ledger.pin() if ledger.commits_here() else None  # decide and commit at one version
+    slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel), pinned)
     if slice_rows is None:
         return None  # more available rows in the ledger than a small receive reads
     cursors = with_unstored(
@@ -170,7 +175,7 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
                              for c in changes if c["origin"] == "ledger"}, lane)
     if lane == Lane.MAIN:
         writes += _cursor_moves(changes, cursors, end, a, complete_head)
-    return _commit(ledger, inbox, a, changes, writes, complete_head)
+    return _commit(ledger, inbox, a, changes, writes, complete_head, pinned)
 
 
 def cancel(ledger: Ledger, inbox: Inbox, a: Attempt) -> bool:
@@ -202,8 +207,8 @@ def _cancelled(changes: list[dict[str, Any]], a: Attempt) -> bool:
     return True
 
 
-def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int
-                 ) -> list[dict[str, Any]] | None:
+def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int,
+                 pinned: Pinned | None = None) -> list[dict[str, Any]] | None:
     """The ledger rows a small receive decides on (``slice_rule``), in one read: the
     cursors, commit markers and completion records first, then the first ``limit`` message
     rows not locked, by sequence number. None when there are more of either than it reads.
@@ -214,8 +219,10 @@ def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int
         (col("row_type") != "m") | col("locked_until_utc").is_null()
         | (col("locked_until_utc") <= lit(a.ctx.now)))
     cap = MARKS_READ + limit + 1
-    here = ledger.scan_here({"partition_id": a.partitions, "lane": slice_lanes(lane)},
-                            SLICE_COLUMNS, lambda row: rule.evaluate(row) is True)
+    where = {"partition_id": a.partitions, "lane": slice_lanes(lane)}
+    here = (pinned.rows(where, SLICE_COLUMNS, lambda row: rule.evaluate(row) is True)
+            if pinned is not None else
+            ledger.scan_here(where, SLICE_COLUMNS, lambda row: rule.evaluate(row) is True))
     if here is not None:
         out = sorted(here, key=lambda r: (r["row_type"] == "m", r["sequence_number"]))[:cap]
     else:
@@ -342,19 +349,13 @@ def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int
 
 
 def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, Any]],
-            writes: list[dict[str, Any]], complete_head: bool) -> ReceiveResult:
+            writes: list[dict[str, Any]], complete_head: bool, pinned: Pinned | None
+            ) -> ReceiveResult:
     handed = [c for c in changes if c["_handed"]]
     told = None
     if writes:
-        spans: dict[tuple[int, str], tuple[int, int]] = {}
-        for w in writes:
-            key = (int(w["partition_id"]), str(w.get("_old_lane") or w["lane"]))
-            seq = int(w["sequence_number"])
-            low, high = spans.get(key, (seq, seq))
-            spans[key] = (min(low, seq), max(high, seq))
-        ledger.merge_changes(
-            merge_scope([(p, lane, lo, hi) for (p, lane), (lo, hi) in spans.items()]),
-            writes, FOLDED)
+        if pinned is None or not _rewrite(ledger, pinned, writes):
+            _merge(ledger, writes)
         told = min(a.ctx.locked_until, utcnow() + a.lock_duration)
     left = dict.fromkeys(a.partitions, 0)
     for c in changes:
@@ -368,6 +369,45 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
         count=len(handed), left=left, committed=bool(writes),
         locked_until=told if a.ctx.peek_lock else None,
         messages=[_message(c) for c in handed] if _with_messages(inbox, handed) else None)
+
+
+def _merge(ledger: Ledger, writes: list[dict[str, Any]]) -> None:
+    """Commit ``writes`` in one guarded MERGE scoped to the rows they touch."""
+    spans: dict[tuple[int, str], tuple[int, int]] = {}
+    for w in writes:
+        key = (int(w["partition_id"]), str(w.get("_old_lane") or w["lane"]))
+        seq = int(w["sequence_number"])
+        low, high = spans.get(key, (seq, seq))
+        spans[key] = (min(low, seq), max(high, seq))
+    ledger.merge_changes(
+        merge_scope([(p, lane, lo, hi) for (p, lane), (lo, hi) in spans.items()]),
+        writes, FOLDED)
+
+
+def _rewrite(ledger: Ledger, pinned: Pinned, writes: list[dict[str, Any]]) -> bool:
+    """Commit ``writes`` by rewriting the ledger partitions and lanes they touch, on the
+    driver, from the version the receive read (decision 011, step 4): the MERGE's guards and
+    folds applied to the rows as read (``apply_guarded``), and the commit fails if anything
+    committed since touched those partitions. False (nothing done) where they hold more
+    rows than a driver read takes: the MERGE commits instead."""
+    scope = sorted({(int(w["partition_id"]), str(lane)) for w in writes
+                    for lane in (w["lane"], w.get("_old_lane") or w["lane"])})
+    stored = pinned.rows({"partition_id": sorted({p for p, _ in scope}),
+                          "lane": sorted({lane for _, lane in scope})}, None,
+                         lambda r: (r["partition_id"], r["lane"]) in scope)
+    if stored is None:
+        return False
+    rows = apply_guarded(stored, writes, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match, _folded)
+    ledger.rewrite_here(pinned, [{"partition_id": p, "lane": lane} for p, lane in scope], rows)
+    return True
+
+
+def _folded(stored: Mapping[str, Any], fold: Mapping[str, Any]) -> bool:
+    """``FOLDED`` on plain rows: the record of a fold row completed the stored row."""
+    return completed_by_record().evaluate({
+        "locked_until_utc": stored["locked_until_utc"],
+        RECORD_AT: fold["enqueued_time_utc"]}) is True and stored["lock_token"] == fold[
+        "lock_token"]
 
 
 def _with_messages(inbox: Inbox, handed: list[dict[str, Any]]) -> bool:

@@ -20,7 +20,7 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -60,6 +60,7 @@ __all__ = [
     "change_frame",
     "copy_of",
     "dead_letter_mark",
+    "ledger_match",
     "ledger_row",
     "owned_rows",
     "owned_rows_sql",
@@ -151,6 +152,13 @@ RECORD = "c"  # the row type of a completion record (engine.records)
 # type); a completion record also by its lock token (one per holder of a message).
 LEDGER_KEYS = ["partition_id", "sequence_number", "row_type"]
 LEDGER_MATCH = f"(t.row_type <> '{RECORD}' OR t.lock_token <=> s.lock_token)"
+
+
+def ledger_match(stored: Mapping[str, Any], change: Mapping[str, Any]) -> bool:
+    """``LEDGER_MATCH`` on plain rows (a rewrite on the driver, ``store.delta.apply_guarded``)."""
+    return bool(stored["row_type"] != RECORD or stored["lock_token"] == change["lock_token"])
+
+
 LEDGER_TYPES: dict[str, DataType] = {f.name: f.dataType for f in LEDGER_SCHEMA.fields}
 
 INBOX_PROPERTIES = {

@@ -48,6 +48,7 @@ __all__ = [
     "StaleRead",
     "Table",
     "append",
+    "apply_guarded",
     "commit_version",
     "conflicts_retried",
     "create_table",
@@ -266,6 +267,46 @@ def guarded_merge(
     return {k: int(v) for k, v in row.asDict().items()} if row else {}
 
 
+def apply_guarded(
+    stored: list[dict[str, Any]],
+    changes: list[dict[str, Any]],
+    keys: Sequence[str],
+    columns: Sequence[str],
+    match: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
+    delete_if: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
+) -> list[dict[str, Any]]:
+    """``guarded_merge``'s contract on rows held on the driver: ``stored`` (every row of the
+    partitions a rewrite replaces, as read) after ``changes``, or StaleRead. ``match`` and
+    ``delete_if`` are the MERGE's ``match`` and ``delete_if`` on (target, source) rows."""
+    rows = list(stored)
+    where: dict[tuple[Any, ...], list[int]] = {}
+    for i, row in enumerate(rows):
+        where.setdefault(tuple(row[k] for k in keys), []).append(i)
+    gone: set[int] = set()
+    added: list[dict[str, Any]] = []
+    for change in changes:
+        op, expect = change[OP_COLUMN], change[EXPECT_COLUMN]
+        hits = [i for i in where.get(tuple(change[k] for k in keys), [])
+                if i not in gone and match(rows[i], change)]
+        if not hits:
+            if expect is not None:
+                raise StaleRead(f"{change[keys[0]]} (expected, not found)")
+            if op == "upsert":
+                added.append({c: change.get(c) for c in columns})
+            continue
+        for i in hits:
+            if op == DELETE_IF:
+                if delete_if(rows[i], change):
+                    gone.add(i)
+            elif expect is None or rows[i][_VERSION] != expect:
+                raise StaleRead(f"{change[keys[0]]} (changed since read)")
+            elif op == "delete":
+                gone.add(i)
+            elif op == "upsert":
+                rows[i] = {c: change.get(c) for c in columns}
+    return [row for i, row in enumerate(rows) if i not in gone] + added
+
+
 def retry_conflicts(
     operation: Callable[[], T],
     *,
@@ -333,6 +374,22 @@ class Table:
                   keep: driver.Keep) -> list[driver.Row] | None:
         """``driver.scan``: rows read on the driver, no Spark job; None: read with Spark."""
         return driver.scan(self.path, partitions, columns, keep)
+
+    def pin(self) -> driver.Pinned | None:
+        """The table as of now, read on the driver (``driver.Pinned``); None: use Spark."""
+        return driver.pin(self.path)
+
+    def commits_here(self) -> bool:
+        """Whether a rewrite on the driver may commit to this table (``driver``)."""
+        return driver.commits_enabled(self.path)
+
+    def rewrite_here(self, pinned: driver.Pinned, scope: Sequence[Mapping[str, Any]],
+                     rows: list[dict[str, Any]]) -> None:
+        """``Pinned.rewrite``; a conflict is a StaleRead (retried like a MERGE's)."""
+        try:
+            pinned.rewrite(scope, rows)
+        except driver.Conflict as exc:
+            raise StaleRead(str(exc)) from None
 
     def tagged_here(self, tag: str) -> int | None:
         """``driver.tagged_version``: the version tagged ``tag``; None: ask Spark."""

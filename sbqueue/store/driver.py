@@ -29,10 +29,12 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "appended", "enabled", "file_stats", "scan", "tagged_version"]
+__all__ = ["ROW_LIMIT", "Conflict", "Pinned", "appended", "commits_enabled", "enabled",
+           "file_stats", "pin", "scan", "tagged_version"]
 
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
 _SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
+_COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "1" turns a small receive's commits on the driver on
 
 log = logging.getLogger("sbqueue.store")
 Row = dict[str, Any]
@@ -51,29 +53,95 @@ def enabled(path: str) -> bool:
     return True
 
 
-def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str],
-         keep: Keep) -> list[Row] | None:
-    """The rows of the latest version in the named partitions (column -> values) that
-    ``keep`` accepts, ``columns`` only; None when it cannot be read here."""
-    if not enabled(path):
-        return None
-    from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
+class Pinned:
+    """A local table as of the version it was opened at: its rows, and (where driver commits
+    are on) one rewrite of some of its partitions that commits only if no commit after that
+    version touched them (Delta's conflict check, run by delta-rs from that version)."""
 
-    try:
-        table = DeltaTable(str(local_path(path)))
+    def __init__(self, path: str) -> None:
+        from deltalake import DeltaTable
+
+        self.path = path
+        self.table = DeltaTable(str(local_path(path)))
+
+    def rows(self, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,
+             keep: Keep) -> list[Row] | None:
+        """The rows in the named partitions (column -> values) that ``keep`` accepts;
+        None when there are more than ``ROW_LIMIT``."""
         where = None
         for name, values in partitions.items():
             clause = pc.field(name).isin(list(values))
             where = clause if where is None else where & clause
-        dataset = table.to_pyarrow_dataset()
+        dataset = self.table.to_pyarrow_dataset()
         if dataset.count_rows(filter=where) > ROW_LIMIT:
             return None
-        read = dataset.to_table(filter=where, columns=list(columns))
+        read = dataset.to_table(filter=where, columns=None if columns is None else list(columns))
+        return [row for row in _plain(read.to_pylist()) if keep(row)]
+
+    def rewrite(self, scope: Sequence[Mapping[str, Any]], rows: list[Row]) -> None:
+        """Replace every row of the partitions in ``scope`` (each: partition column ->
+        value) with ``rows``, in one commit; ``Conflict`` (nothing committed) when a commit
+        after this version touched them."""
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        schema = pa.schema(self.table.schema().to_arrow())
+        predicate = " OR ".join(
+            "(" + " AND ".join(f"{name} = {_literal(value)}" for name, value in part.items())
+            + ")" for part in scope)
+        data = pa.Table.from_pylist(
+            [{k: v for k, v in row.items() if k in schema.names} for row in rows], schema)
+        try:
+            write_deltalake(self.table, data, mode="overwrite", predicate=predicate)
+        except CommitFailedError as exc:
+            raise Conflict(str(exc).split("\n")[0]) from None
+
+
+class Conflict(Exception):
+    """A rewrite found its partitions changed after the version it read: nothing
+    committed."""
+
+
+def pin(path: str) -> Pinned | None:
+    """The table as of now, or None when it cannot be read here."""
+    if not enabled(path):
+        return None
+    from deltalake.exceptions import DeltaError
+
+    try:
+        return Pinned(path)
+    except (DeltaError, OSError, ValueError, RuntimeError) as exc:
+        _unreadable(exc)
+        return None
+
+
+def commits_enabled(path: str) -> bool:
+    """Whether a receive may commit by rewriting its ledger partitions on the driver
+    (``SBQUEUE_DRIVER_COMMITS=1``; off by default until the whole suite runs with it)."""
+    return os.environ.get(_COMMITS, "0") == "1" and enabled(path)
+
+
+def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str],
+         keep: Keep) -> list[Row] | None:
+    """The rows of the latest version in the named partitions (column -> values) that
+    ``keep`` accepts, ``columns`` only; None when it cannot be read here."""
+    from deltalake.exceptions import DeltaError
+
+    pinned = pin(path)
+    try:
+        return None if pinned is None else pinned.rows(partitions, columns, keep)
     except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
         _unreadable(exc)
         return None
-    return [row for row in _plain(read.to_pylist()) if keep(row)]
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, int):
+        return str(int(value))
+    text = str(value)
+    if not text.replace("_", "").isalnum():
+        raise ValueError(f"partition value {text!r} is not a plain word")
+    return f"'{text}'"
 
 
 def appended(path: str, after_version: int, up_to_version: int, columns: Sequence[str],

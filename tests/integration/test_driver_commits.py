@@ -1,0 +1,84 @@
+"""Decision 011 step 4 (behind ``SBQUEUE_DRIVER_COMMITS=1``): a small receive commits by
+rewriting its ledger partitions on the driver (delta-rs) from the version it read. The
+messages it hands out are the MERGE's (S5.1, S5.5, S6.1, S6.4), it runs no Spark job, and a
+completion record that lands between its read and its commit is never lost (S6.1)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from sbqueue import ServiceBusClient, ServiceBusMessage
+from sbqueue.store import driver
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def commits_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SBQUEUE_DRIVER_COMMITS", "1")
+
+
+def _jobs(spark: Any, fn: Any) -> tuple[Any, int]:
+    sc = spark.sparkContext
+    group = f"test-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, group)
+    try:
+        out = fn()
+    finally:
+        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+        sc.setJobGroup("", "")
+    return out, jobs
+
+
+def test_s5_s6_receives_committed_on_the_driver_deliver_each_message_once(
+        spark: Any, admin: Any, namespace_root: str, commits_here: None) -> None:
+    admin.create_queue("q", enable_partitioning=True, lock_duration="PT5M")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages(
+            [ServiceBusMessage(f"m{i}", partition_key=f"k{i}") for i in range(6)])
+        receiver = client.get_queue_receiver("q", max_wait_time=5)
+        first, jobs = _jobs(spark, lambda: receiver.receive_messages(2))
+        assert len(first) == 2 and jobs == 0
+        receiver.complete_message(first[0])
+        receiver.abandon_message(first[1])  # S6.4: back, delivered again first (S5.5)
+        rest = receiver.receive_messages(10)
+        bodies = [str(m) for m in rest]
+        assert sorted(bodies) == sorted({f"m{i}" for i in range(6)} - {str(first[0])})
+        again = next(m for m in rest if str(m) == str(first[1]))
+        assert again.delivery_count == 2
+        for m in rest:
+            receiver.complete_message(m)
+        assert receiver.receive_messages(5, max_wait_time=1) == []
+
+
+def test_s6_1_a_record_landing_between_read_and_rewrite_is_not_lost(
+        spark: Any, admin: Any, namespace_root: str, commits_here: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    admin.create_queue("q", lock_duration="PT5M")  # one partition: the record is in scope
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages([ServiceBusMessage(f"m{i}")
+                                                    for i in range(3)])
+        receiver = client.get_queue_receiver("q", max_wait_time=5)
+        held = receiver.receive_messages(1)[0]
+        rewrite, calls = driver.Pinned.rewrite, []
+
+        def complete_first(pinned: driver.Pinned, *args: Any) -> None:
+            calls.append(pinned.table.version())
+            if len(calls) == 1:  # a complete commits after this receive read the ledger
+                receiver.complete_message(held)
+            rewrite(pinned, *args)
+
+        monkeypatch.setattr(driver.Pinned, "rewrite", complete_first)
+        got = receiver.receive_messages(1)
+        assert len(calls) == 2 and calls[1] > calls[0]  # conflicted, read again, committed
+        assert str(got[0]) != str(held)
+        ledger = receiver._entity.ledger.rows().where(
+            f"sequence_number = {held.sequence_number}").select("row_type").collect()
+        assert [r[0] for r in ledger] in ([], ["c"], ["m", "c"])  # folded, or still recorded
+        monkeypatch.setattr(driver.Pinned, "rewrite", rewrite)
+        receiver.complete_message(got[0])
+        rest = receiver.receive_messages(5, max_wait_time=1)
+        assert [str(m) for m in rest] == sorted({"m0", "m1", "m2"} - {str(held), str(got[0])})
