@@ -6,7 +6,8 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   ``receive_messages(1)``, a ``complete_message``, a ``schedule_messages`` of one and a
   ``cancel_scheduled_messages`` of one, a session receiver's ``receive_messages(1)`` and
   ``complete_message``, each interleaved with a raw one-row Delta append (1 KB body) in
-  the same round; ratios to the append.
+  the same round; ratios to the append. ``receive_rewrite``: the same receive committed on
+  the driver (``SBQUEUE_DRIVER_COMMITS=1``, decision 011 step 4), and the complete after it.
 - ``sdk50``: the SDK's common pattern: ``receive_messages(max_message_count=50)`` with the
   default 60 s lock, then ``complete_message`` on each in turn: how many locks were lost and
   how much of the lock was left after the 50th.
@@ -27,6 +28,7 @@ Results: ``benchmarks/results/commit_cost-<date>.jsonl`` (append the printed lin
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import threading
 import time
@@ -65,6 +67,15 @@ def _interleaved(spark: Any, rounds: list[tuple[tuple[str, Any], ...]]
             {k: int(statistics.median(v)) for k, v in jobs.items()})
 
 
+def driver_commits(fn: Any) -> Any:
+    """``fn()`` with a small receive's commits made on the driver (decision 011, step 4)."""
+    os.environ["SBQUEUE_DRIVER_COMMITS"] = "1"
+    try:
+        return fn()
+    finally:
+        os.environ.pop("SBQUEUE_DRIVER_COMMITS", None)
+
+
 def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     admin = ServiceBusAdministrationClient(root, spark=spark)
     admin.create_queue("single", enable_partitioning=True, lock_duration="PT5M")
@@ -78,7 +89,7 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     session.__enter__()
     _, raw_append = _raw(spark, root)
     keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel",
-            "session_receive", "session_complete")
+            "session_receive", "session_complete", "receive_rewrite", "complete_after_rewrite")
     later = datetime.now(timezone.utc) + timedelta(hours=1)
 
     def round_() -> tuple[tuple[str, Any], ...]:
@@ -100,6 +111,11 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
             ("session_receive", lambda got=got: got.extend(session.receive_messages(1))),
             ("raw_append", raw_append),
             ("session_complete", lambda got=got: session.complete_message(got[-1])),
+            ("raw_append", raw_append),
+            ("receive_rewrite", lambda got=got: got.extend(driver_commits(
+                lambda: receiver.receive_messages(1)))),
+            ("raw_append", raw_append),
+            ("complete_after_rewrite", lambda got=got: receiver.complete_message(got[-1])),
         )
 
     p50, jobs = _interleaved(spark, [round_() for _ in range(reps)])

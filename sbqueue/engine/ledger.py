@@ -96,7 +96,12 @@ class Ledger(Table):
                            f"({_names(lanes)})", rows)
 
     def append_rows(self, rows: list[dict[str, Any]], tag: str | None = None) -> None:
-        """Append full rows in one blind commit (found in the history by ``tag``)."""
+        """Append full rows in one blind commit (found in the history by ``tag``): on the
+        driver where receives commit there too (decision 012: then Spark does not rebuild
+        its snapshot after each), else with Spark."""
+        if tag is not None and self.commits_here():
+            self.append_here([{c: r.get(c) for c in LEDGER_COLUMNS} for r in rows], tag)
+            return
         self.append(self.spark.createDataFrame(
             [tuple(r[c] for c in LEDGER_COLUMNS) for r in rows], LEDGER_SCHEMA), tag=tag)
 

@@ -383,6 +383,10 @@ class Table:
         """Whether a rewrite on the driver may commit to this table (``driver``)."""
         return driver.commits_enabled(self.path)
 
+    def append_here(self, rows: list[dict[str, Any]], tag: str) -> None:
+        """``driver.append``: a blind append made on the driver (where ``commits_here``)."""
+        driver.append(self.path, rows, tag)
+
     def rewrite_here(self, pinned: driver.Pinned, scope: Sequence[Mapping[str, Any]],
                      rows: list[dict[str, Any]]) -> None:
         """``Pinned.rewrite``; a conflict is a StaleRead (retried like a MERGE's)."""

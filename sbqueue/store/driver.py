@@ -29,7 +29,7 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "Conflict", "Pinned", "appended", "commits_enabled", "enabled",
+__all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "commits_enabled", "enabled",
            "file_stats", "pin", "scan", "tagged_version"]
 
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
@@ -95,6 +95,17 @@ class Pinned:
             write_deltalake(self.table, data, mode="overwrite", predicate=predicate)
         except CommitFailedError as exc:
             raise Conflict(str(exc).split("\n")[0]) from None
+
+
+def append(path: str, rows: list[Row], tag: str) -> None:
+    """Blind append of ``rows`` in one commit carrying ``tag`` as its user metadata (as
+    ``store.delta.append``); conflicts with nothing."""
+    from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+    table = DeltaTable(str(local_path(path)))
+    schema = pa.schema(table.schema().to_arrow())
+    write_deltalake(table, pa.Table.from_pylist(rows, schema), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tag}))
 
 
 class Conflict(Exception):
