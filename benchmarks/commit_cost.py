@@ -7,7 +7,8 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   ``cancel_scheduled_messages`` of one, a session receiver's ``receive_messages(1)`` and
   ``complete_message``, each interleaved with a raw one-row Delta append (1 KB body) in
   the same round; ratios to the append. ``receive_rewrite``: the same receive committed on
-  the driver (``SBQUEUE_DRIVER_COMMITS=1``, decision 011 step 4), and the complete after it.
+  the driver (``SBQUEUE_DRIVER_COMMITS=1``, decision 012 step 4), and ``complete_rewrite``
+  its complete's record appended there too.
 - ``sdk50``: the SDK's common pattern: ``receive_messages(max_message_count=50)`` with the
   default 60 s lock, then ``complete_message`` on each in turn: how many locks were lost and
   how much of the lock was left after the 50th.
@@ -89,7 +90,7 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     session.__enter__()
     _, raw_append = _raw(spark, root)
     keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel",
-            "session_receive", "session_complete", "receive_rewrite", "complete_after_rewrite")
+            "session_receive", "session_complete", "receive_rewrite", "complete_rewrite")
     later = datetime.now(timezone.utc) + timedelta(hours=1)
 
     def round_() -> tuple[tuple[str, Any], ...]:
@@ -111,11 +112,13 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
             ("session_receive", lambda got=got: got.extend(session.receive_messages(1))),
             ("raw_append", raw_append),
             ("session_complete", lambda got=got: session.complete_message(got[-1])),
+            ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
             ("raw_append", raw_append),
             ("receive_rewrite", lambda got=got: got.extend(driver_commits(
                 lambda: receiver.receive_messages(1)))),
             ("raw_append", raw_append),
-            ("complete_after_rewrite", lambda got=got: receiver.complete_message(got[-1])),
+            ("complete_rewrite", lambda got=got: driver_commits(
+                lambda: receiver.complete_message(got[-1]))),
         )
 
     p50, jobs = _interleaved(spark, [round_() for _ in range(reps)])
