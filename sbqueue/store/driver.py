@@ -21,7 +21,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +37,7 @@ _SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compa
 _COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "1" turns a small receive's commits on the driver on
 
 log = logging.getLogger("sbqueue.store")
+T = TypeVar("T")
 Row = dict[str, Any]
 Keep = Callable[[Row], bool]
 
@@ -115,15 +116,7 @@ class Conflict(Exception):
 
 def pin(path: str) -> Pinned | None:
     """The table as of now, or None when it cannot be read here."""
-    if not enabled(path):
-        return None
-    from deltalake.exceptions import DeltaError
-
-    try:
-        return Pinned(path)
-    except (DeltaError, OSError, ValueError, RuntimeError) as exc:
-        _unreadable(exc)
-        return None
+    return _or_none(lambda: Pinned(path)) if enabled(path) else None
 
 
 def commits_enabled(path: str) -> bool:
@@ -136,14 +129,8 @@ def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[s
          keep: Keep) -> list[Row] | None:
     """The rows of the latest version in the named partitions (column -> values) that
     ``keep`` accepts, ``columns`` only; None when it cannot be read here."""
-    from deltalake.exceptions import DeltaError
-
     pinned = pin(path)
-    try:
-        return None if pinned is None else pinned.rows(partitions, columns, keep)
-    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
-        _unreadable(exc)
-        return None
+    return None if pinned is None else _or_none(lambda: pinned.rows(partitions, columns, keep))
 
 
 def _literal(value: Any) -> str:
@@ -162,23 +149,20 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
     ``_commit_version``); None when it cannot be read here."""
     if not enabled(path):
         return None
+    if up_to_version <= after_version:
+        return []
+    if not (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists():
+        return None  # the log no longer holds those commits: Spark reads by row tracking
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
 
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
-    try:
-        table = DeltaTable(str(local_path(path)))
-        if up_to_version <= after_version:
-            return []
-        if not (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists():
-            return None  # the log no longer holds those commits: Spark reads by row tracking
-        stream = pa.RecordBatchReader.from_stream(table.load_cdf(
+
+    def read() -> list[Row] | None:
+        stream = pa.RecordBatchReader.from_stream(DeltaTable(str(local_path(path))).load_cdf(
             starting_version=after_version + 1, ending_version=up_to_version,
             columns=wanted))
         return _first(stream, wanted, keep, order, limit)
-    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
-        _unreadable(exc)
-        return None
+    return _or_none(read)
 
 
 def file_stats(path: str, column: str) -> tuple[int, Any] | None:
@@ -187,12 +171,10 @@ def file_stats(path: str, column: str) -> tuple[int, Any] | None:
     if not enabled(path):
         return None
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
 
-    try:
-        actions = pa.table(DeltaTable(str(local_path(path))).get_add_actions(flatten=True))
-    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
-        _unreadable(exc)
+    actions = _or_none(lambda: pa.table(
+        DeltaTable(str(local_path(path))).get_add_actions(flatten=True)))
+    if actions is None:
         return None
     if actions.num_rows == 0:
         return 0, None
@@ -209,12 +191,9 @@ def tagged_version(path: str, tag: str, depth: int = 1000) -> int | None:
     if not enabled(path):
         return None
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
 
-    try:
-        history = DeltaTable(str(local_path(path))).history(depth)
-    except (DeltaError, OSError, ValueError, RuntimeError) as exc:
-        _unreadable(exc)
+    history = _or_none(lambda: DeltaTable(str(local_path(path))).history(depth))
+    if history is None:
         return None
     return next((int(c["version"]) for c in history if c.get("userMetadata") == tag), None)
 
@@ -251,7 +230,13 @@ def _plain(rows: Iterable[Row]) -> Iterable[Row]:
         yield row
 
 
-def _unreadable(exc: BaseException) -> None:
-    """A read delta-rs could not do (a protocol feature it lacks, a file gone under a
-    vacuum): logged; the caller reads with Spark instead."""
-    log.debug("driver read fell back to Spark: %r", exc)
+def _or_none(read: Callable[[], T]) -> T | None:
+    """``read()``, or None where delta-rs could not do it (a protocol feature it lacks, a
+    file gone under a vacuum): logged; the caller reads with Spark instead."""
+    from deltalake.exceptions import DeltaError
+
+    try:
+        return read()
+    except (DeltaError, OSError, ValueError, RuntimeError, pa.ArrowException) as exc:
+        log.debug("driver read fell back to Spark: %r", exc)
+        return None
