@@ -6,9 +6,9 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   ``receive_messages(1)``, a ``complete_message``, a ``schedule_messages`` of one and a
   ``cancel_scheduled_messages`` of one, a session receiver's ``receive_messages(1)`` and
   ``complete_message``, each interleaved with a raw one-row Delta append (1 KB body) in
-  the same round; ratios to the append. ``receive_rewrite``: the same receive committed on
-  the driver (``SBQUEUE_DRIVER_COMMITS=1``, decision 012 step 4), and ``complete_rewrite``
-  its complete's record appended there too.
+  the same round; ratios to the append. ``receive`` and ``complete`` commit on the driver
+  (decision 012 step 4, the default); ``receive_merge`` and ``complete_merge`` are the same
+  calls with ``SBQUEUE_DRIVER_COMMITS=0``: the guarded MERGE in Spark, side by side.
 - ``sdk50``: the SDK's common pattern: ``receive_messages(max_message_count=50)`` with the
   default 60 s lock, then ``complete_message`` on each in turn: how many locks were lost and
   how much of the lock was left after the 50th.
@@ -68,9 +68,10 @@ def _interleaved(spark: Any, rounds: list[tuple[tuple[str, Any], ...]]
             {k: int(statistics.median(v)) for k, v in jobs.items()})
 
 
-def driver_commits(fn: Any) -> Any:
-    """``fn()`` with a small receive's commits made on the driver (decision 011, step 4)."""
-    os.environ["SBQUEUE_DRIVER_COMMITS"] = "1"
+def spark_merges(fn: Any) -> Any:
+    """``fn()`` with a small receive's commits made by Spark's guarded MERGE (the path
+    before decision 012's step 4)."""
+    os.environ["SBQUEUE_DRIVER_COMMITS"] = "0"
     try:
         return fn()
     finally:
@@ -90,7 +91,7 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     session.__enter__()
     _, raw_append = _raw(spark, root)
     keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel",
-            "session_receive", "session_complete", "receive_rewrite", "complete_rewrite")
+            "session_receive", "session_complete", "receive_merge", "complete_merge")
     later = datetime.now(timezone.utc) + timedelta(hours=1)
 
     def round_() -> tuple[tuple[str, Any], ...]:
@@ -114,10 +115,10 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
             ("session_complete", lambda got=got: session.complete_message(got[-1])),
             ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
             ("raw_append", raw_append),
-            ("receive_rewrite", lambda got=got: got.extend(driver_commits(
+            ("receive_merge", lambda got=got: got.extend(spark_merges(
                 lambda: receiver.receive_messages(1)))),
             ("raw_append", raw_append),
-            ("complete_rewrite", lambda got=got: driver_commits(
+            ("complete_merge", lambda got=got: spark_merges(
                 lambda: receiver.complete_message(got[-1]))),
         )
 

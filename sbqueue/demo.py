@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 from sbqueue.client import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from sbqueue.core.clock import utcnow
 from sbqueue.engine import Namespace
 from sbqueue.management import ServiceBusAdministrationClient
 
@@ -102,7 +103,7 @@ def client_tour(admin: ServiceBusAdministrationClient, queue: str) -> list[str]:
         sender.send_messages([ServiceBusMessage(text, application_properties={"n": i})
                               for i, text in enumerate(("refund", "question", "spam"))])
         steps.append("sent 3 messages in one batch")
-        later = datetime.now(timezone.utc) + timedelta(days=1)
+        later = utcnow() + timedelta(days=1)
         [seq] = sender.schedule_messages(ServiceBusMessage("follow-up"), later)
         steps.append(f"scheduled 'follow-up' for {later:%Y-%m-%d %H:%M} UTC as #{seq}")
         sender.cancel_scheduled_messages(seq)

@@ -1,4 +1,9 @@
-"""One SparkSession for the whole run (starting one costs seconds), tuned for small tables."""
+"""One SparkSession for the whole run (starting one costs seconds), tuned for small tables.
+
+``python3 -m pytest -q`` runs the unit tests and the fast integration tests (the loop to
+live with while changing the code); ``--full`` adds the ``slow`` ones (extra JVMs and
+processes, kill tests, the wheel, notebooks, simulated days), as CI runs them.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="also run the tests marked slow (CI runs the full suite)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--full") or config.getoption("-m"):
+        return  # the full suite, or the caller chose by marker
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +47,13 @@ def admin(spark: object, namespace_root: str) -> object:
     from sbqueue.management import ServiceBusAdministrationClient
 
     return ServiceBusAdministrationClient(namespace_root, spark=spark)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def clock() -> Iterator[object]:
+    """The engine's clock (``sbqueue.core.clock``): a test moves it with ``advance`` instead
+    of sleeping until a lock, schedule or time to live runs out; put back when it ends."""
+    from sbqueue.core import clock as engine_clock
+
+    yield engine_clock
+    engine_clock.reset()

@@ -28,6 +28,7 @@ from typing import Any
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.session import ServiceBusSession
+from sbqueue.core.clock import utcnow
 from sbqueue.exceptions import InvalidOperationError, StorageConflictError
 
 __all__ = ["AutoLockRenewer"]
@@ -107,7 +108,7 @@ class AutoLockRenewer:
 
     def _left(self, entry: _Entry) -> timedelta:
         return (entry.locked_until or datetime.min.replace(tzinfo=timezone.utc)
-                ) - datetime.now(timezone.utc)
+                ) - utcnow()
 
     def _ahead(self, entry: _Entry) -> timedelta:
         """How long before its end a lock is renewed: half of it, or more when commits are

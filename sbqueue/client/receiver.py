@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -31,6 +31,7 @@ from sbqueue.client.enums import (
 )
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.session import ServiceBusSession
+from sbqueue.core.clock import utcnow
 from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import (
@@ -100,7 +101,7 @@ class ServiceBusReceiver:
 
     def _take_cached(self, count: int) -> list[ServiceBusReceivedMessage]:
         """Cached messages whose locks still hold (a received-and-deleted one always)."""
-        now = datetime.now(timezone.utc)
+        now = utcnow()
         out: list[ServiceBusReceivedMessage] = []
         while self._cache and len(out) < count:
             message = self._cache.popleft()
@@ -190,7 +191,7 @@ class ServiceBusReceiver:
         if self._session is not None:  # a session message's lock is its session's (S10.3)
             self._session.check_held()
         else:
-            now = datetime.now(timezone.utc)
+            now = utcnow()
             expired = message.locked_until_utc is not None and message.locked_until_utc <= now
             if expired:  # as the SDK does: the holder was told the lock ends then (S6.6)
                 raise MessageLockLostError(

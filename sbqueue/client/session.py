@@ -10,8 +10,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 
+from sbqueue.core.clock import utcnow
 from sbqueue.engine.sessions import SessionLock, Sessions
 from sbqueue.exceptions import SessionLockLostError
 
@@ -46,7 +47,7 @@ class ServiceBusSession:
 
     def check_held(self) -> None:
         """SessionLockLost once the lock has ended or was released (S10.3)."""
-        if self.released or self._lock.locked_until <= datetime.now(timezone.utc):
+        if self.released or self._lock.locked_until <= utcnow():
             raise SessionLockLostError(
                 f"the lock on session {self.session_id!r} ended at "
                 f"{self._lock.locked_until} (S10.3)")
@@ -96,7 +97,7 @@ class ServiceBusSession:
         self._sessions.release(self._lock)
 
     def _left(self) -> float:
-        return (self._lock.locked_until - datetime.now(timezone.utc)).total_seconds()
+        return (self._lock.locked_until - utcnow()).total_seconds()
 
     def __repr__(self) -> str:
         return f"ServiceBusSession(session_id={self.session_id!r}, " \

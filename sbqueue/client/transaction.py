@@ -9,7 +9,7 @@ messages: ``core.transactions``); leaving the block commits them in one Delta co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from types import TracebackType
 
 from sbqueue.client.convert import to_dataframe
@@ -17,6 +17,7 @@ from sbqueue.client.message import ServiceBusMessage, ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import SendInput, ServiceBusSender, as_list, scheduled
 from sbqueue.client.session import ServiceBusSession
+from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.sessions import state_bytes
 from sbqueue.core.sizes import check_dead_letter_text, message_limit
@@ -31,7 +32,7 @@ __all__ = ["ServiceBusTransaction"]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return utcnow()
 
 
 class ServiceBusTransaction:

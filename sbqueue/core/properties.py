@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any, TypeVar
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.durations import NEVER, format_duration, is_never, parse_duration
 from sbqueue.core.names import validate_entity_path
 from sbqueue.exceptions import InvalidOperationError
@@ -59,7 +60,7 @@ class NamespaceProperties:
     name: str
     sku: Sku = Sku.STANDARD
     messaging_partitions: int = 1
-    created_at_utc: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at_utc: datetime = field(default_factory=utcnow)
     queue_count: int = 0
     topic_count: int = 0
 

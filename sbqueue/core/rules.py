@@ -7,9 +7,10 @@ one tree, so matching has a single Python evaluator and a single Spark compiler.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.names import validate_short_name
 from sbqueue.core.rule_syntax import (
     Action,
@@ -180,7 +181,7 @@ class RuleProperties:
     name: str
     filter: RuleFilter = field(default_factory=TrueRuleFilter)
     action: SqlRuleAction | None = None
-    created_at_utc: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at_utc: datetime = field(default_factory=utcnow)
 
     def check(self) -> RuleProperties:
         """Refuse a bad name, filter or action now, at creation (S15.7)."""

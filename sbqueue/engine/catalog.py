@@ -18,9 +18,10 @@ import contextlib
 import hashlib
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, TypeVar
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.names import name_key
 from sbqueue.core.properties import (
     EntityDefinition,
@@ -91,7 +92,7 @@ class Catalog:
         doc = {
             "sku": sku.value,
             "messaging_partitions": messaging_partitions,
-            "created_at_utc": datetime.now(timezone.utc).isoformat(),
+            "created_at_utc": utcnow().isoformat(),
             "format": 1,
         }
         with contextlib.suppress(DocumentExists):  # a concurrent creator won: use theirs
@@ -164,7 +165,7 @@ class Catalog:
                         f"cannot create partitioned {kind} {props.name!r}: the namespace has "
                         f"{partitioned} partitioned queues and topics; at most "
                         f"{MAX_PARTITIONED_ENTITIES} on Standard (S1.5)")
-            now = datetime.now(timezone.utc)
+            now = utcnow()
             props.entity_id = props.entity_id or uuid.uuid4().hex
             props.created_at_utc = props.updated_at_utc = now
             try:
@@ -178,7 +179,7 @@ class Catalog:
 
     def replace(self, kind: str, props: D) -> D:
         topic = getattr(props, "topic_name", None) if kind == "subscription" else None
-        props.updated_at_utc = datetime.now(timezone.utc)
+        props.updated_at_utc = utcnow()
         name = _doc_name(kind, props.name, topic)
         with self.documents.lock("catalog"):  # keeps the document's other keys (rules)
             doc = self.documents.read(name) or {}

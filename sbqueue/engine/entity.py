@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.expr import Expr
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
@@ -54,7 +55,6 @@ from sbqueue.engine.receive import (
     ReceiveResult,
     collected,
     lock_stamp,
-    utcnow,
     with_bodies,
 )
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.forwarding import (
     FORWARD_SEND_PREFIX,
     MAX_HOPS,
@@ -44,7 +45,7 @@ from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.core.transitions import Lane
-from sbqueue.engine.receive import ReceiveResult, receive_once, utcnow, with_bodies
+from sbqueue.engine.receive import ReceiveResult, receive_once, with_bodies
 from sbqueue.engine.schema import LOCATOR
 from sbqueue.engine.settle import Applied, apply_by_sequence
 from sbqueue.exceptions import (

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.durations import is_never
 from sbqueue.core.maintenance import (
     MAINTENANCE_OPERATIONS,
@@ -43,7 +44,7 @@ from sbqueue.core.properties import SubscriptionProperties, TopicProperties
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.receive import ReceiveResult, first_cursor, receive_once, utcnow
+from sbqueue.engine.receive import ReceiveResult, first_cursor, receive_once
 from sbqueue.engine.schema import SEGMENT_SECONDS
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.delta import Table, retry_conflicts

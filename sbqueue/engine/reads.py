@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import sequence_sql
 from sbqueue.core.subqueues import TRANSFER_VIEW_NAME, SubQueue, view_name_sql
@@ -72,14 +73,18 @@ def _accepted(dedupe: timedelta | None, target: str | None) -> str:
 
 
 def messages_sql(inbox: Inbox, ledger: Ledger, internal: bool = False,
-                 dedupe: timedelta | None = None, target: str | None = None) -> str:
+                 dedupe: timedelta | None = None, target: str | None = None,
+                 now: datetime | None = None) -> str:
     """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
     DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled. ``internal``
     adds the send id and batch index (the client finds a send's sequence numbers by them).
     ``dedupe``: the duplicate detection window of an entity that detects duplicates; its
     duplicates are not messages and get no sequence number (S11.2, S3.1). ``target``: a
-    subscription's entity id (its copies in its topic's inbox).
+    subscription's entity id (its copies in its topic's inbox). ``now``: the time a
+    schedule is due by (``core.clock``); a view leaves it out and reads the time of each
+    query.
     """
+    due = "current_timestamp()" if now is None else f"TIMESTAMP'{now.isoformat()}'"
     extra = ", {p}send_id AS _send_id, {p}batch_index AS _batch_index" if internal else ""
     # S8.5: a scheduled topic message waits at the topic; its subscriptions never show it.
     waiting = "" if target is None or internal else " WHERE state <> 'Scheduled'"
@@ -114,7 +119,7 @@ pending AS (  -- a transaction's rows are messages once it committed (S12.2)
 )
 SELECT sequence_number, partition_id, {fields},
        CASE WHEN {dead} THEN 'Active'
-            WHEN scheduled_enqueue_time_utc > current_timestamp() THEN 'Scheduled'
+            WHEN scheduled_enqueue_time_utc > {due} THEN 'Scheduled'
             ELSE 'Active' END AS state,
        CASE WHEN {dead} THEN '{SubQueue.DEAD_LETTER.view_name}'
             ELSE '{SubQueue.MAIN.view_name}' END AS sub_queue,
@@ -142,8 +147,8 @@ WHERE m.row_type = 'm'
 
 def messages(inbox: Inbox, ledger: Ledger, internal: bool = False,
              dedupe: timedelta | None = None, target: str | None = None) -> DataFrame:
-    """Every message of the entity, as its Spark SQL view shows it."""
-    return ledger.spark.sql(messages_sql(inbox, ledger, internal, dedupe, target))
+    """Every message of the entity, as its Spark SQL view shows it at the clock's now."""
+    return ledger.spark.sql(messages_sql(inbox, ledger, internal, dedupe, target, utcnow()))
 
 
 def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:

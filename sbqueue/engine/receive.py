@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.expr import Expr, col, lit
 from sbqueue.core.maintenance import PAST_COMMIT
@@ -75,7 +76,6 @@ __all__ = [
     "receive_once",
     "slice_lanes",
     "slice_rule",
-    "utcnow",
     "with_bodies",
     "with_unstored",
 ]
@@ -569,10 +569,6 @@ def lock_stamp(now: datetime, lock_duration: timedelta, grace: float) -> datetim
     """The locked-until written at receive: the lock's duration counted from the commit,
     which ends at most ``grace`` seconds from now (S5.2)."""
     return now + lock_duration + timedelta(seconds=grace)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def as_aware(row: Row) -> dict[str, Any]:

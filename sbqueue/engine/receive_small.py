@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.expr import col, lit
 from sbqueue.core.picking import pick
 from sbqueue.core.sequence import counter_of, cursor_key, sequence_of
@@ -64,7 +65,6 @@ from sbqueue.engine.receive import (
     receive_once,
     slice_lanes,
     slice_rule,
-    utcnow,
     with_unstored,
 )
 from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows

@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.durations import is_never
 from sbqueue.core.properties import QueueProperties, TopicProperties
 from sbqueue.core.routing import key_expr, partitions_for
@@ -263,7 +264,7 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
     problem = _first_problem(props, cols, header)
     cols["body"] = F.when(problem.isNull(), cols["body"]).otherwise(
         F.raise_error(F.concat(F.lit(_MARK), problem)).cast(BinaryType()))
-    now = F.current_timestamp()
+    now = F.lit(utcnow()).cast("timestamp")
     ttl_ms = cols["time_to_live_ms"]
     if not is_never(props.default_message_time_to_live):  # S8.1: capped by the entity
         cap = int(props.default_message_time_to_live.total_seconds() * 1000)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.routing import partition_for
 from sbqueue.core.sequence import row_key
 from sbqueue.core.sessions import check_session_id, lockable, session_held, state_bytes
@@ -37,7 +38,6 @@ from sbqueue.engine.receive import (
     collected,
     deliverable_heads,
     lock_stamp,
-    utcnow,
     with_bodies,
 )
 from sbqueue.engine.receive_small import receive

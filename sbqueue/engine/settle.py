@@ -18,6 +18,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.expr import Expr
 from sbqueue.core.sequence import partition_of
 from sbqueue.core.transitions import (
@@ -30,7 +31,7 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.columns import project, to_column, to_sql
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.receive import as_aware, merge_scope, utcnow
+from sbqueue.engine.receive import as_aware, merge_scope
 from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET
 from sbqueue.engine.schema import LEDGER_TYPES, LOCATOR
 from sbqueue.store.delta import EXPECT_COLUMN

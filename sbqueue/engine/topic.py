@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties, TopicProperties
 from sbqueue.core.rules import RuleProperties
 from sbqueue.core.sequence import counter_of, partition_of, sequence_of
 from sbqueue.engine.inbox import Inbox
-from sbqueue.engine.receive import as_aware, utcnow
+from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
 from sbqueue.engine.send import SendResult, send_dataframe
@@ -100,7 +101,7 @@ def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
 
     # A message matching nothing is dropped, unless it is scheduled: its plain row then
     # stays at the topic until due (S8.5), giving it a topic sequence number.
-    future = F.coalesce(F.col("scheduled_enqueue_time_utc") > F.current_timestamp(),
+    future = F.coalesce(F.col("scheduled_enqueue_time_utc") > F.lit(utcnow()),
                         F.lit(False))
     structs = [F.when((F.size(targets) > 0) | future,
                       copy_struct({"targets": targets, "batch_index": base}))]
@@ -216,7 +217,7 @@ class Topic:
                    for r in _scheduled_copies(entity).collect()}
         unmatched = (self.inbox.rows((F.size("targets") == 0)
                                      & (F.col("scheduled_enqueue_time_utc")
-                                        > F.current_timestamp()))
+                                        > F.lit(utcnow())))
                      .select("send_id", F.shiftright("batch_index", COPY_BITS)).collect())
         waiting.update((str(r[0]), int(r[1])) for r in unmatched)
         return len(waiting)

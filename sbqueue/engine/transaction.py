@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.sequence import cursor_key, partition_of, row_key
 from sbqueue.core.transactions import TIMEOUT
@@ -46,7 +47,6 @@ from sbqueue.engine.receive import (
     cursor_expect,
     first_cursor,
     lock_stamp,
-    utcnow,
 )
 from sbqueue.engine.records import no_record_guard, record_rows
 from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX, ledger_row

@@ -34,7 +34,7 @@ __all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "commits_ena
 
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
 _SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
-_COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "1" turns a small receive's commits on the driver on
+_COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "0" turns a small receive's commits on the driver off
 
 log = logging.getLogger("sbqueue.store")
 T = TypeVar("T")
@@ -68,16 +68,20 @@ class Pinned:
     def rows(self, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,
              keep: Keep) -> list[Row] | None:
         """The rows in the named partitions (column -> values) that ``keep`` accepts;
-        None when there are more than ``ROW_LIMIT``."""
+        None when there are more than ``ROW_LIMIT`` or delta-rs cannot read them."""
         where = None
         for name, values in partitions.items():
             clause = pc.field(name).isin(list(values))
             where = clause if where is None else where & clause
-        dataset = self.table.to_pyarrow_dataset()
-        if dataset.count_rows(filter=where) > ROW_LIMIT:
-            return None
-        read = dataset.to_table(filter=where, columns=None if columns is None else list(columns))
-        return [row for row in _plain(read.to_pylist()) if keep(row)]
+
+        def read() -> list[Row] | None:
+            dataset = self.table.to_pyarrow_dataset()
+            if dataset.count_rows(filter=where) > ROW_LIMIT:
+                return None
+            table = dataset.to_table(filter=where,
+                                     columns=None if columns is None else list(columns))
+            return [row for row in _plain(table.to_pylist()) if keep(row)]
+        return _or_none(read)
 
     def rewrite(self, scope: Sequence[Mapping[str, Any]], rows: list[Row]) -> None:
         """Replace every row of the partitions in ``scope`` (each: partition column ->
@@ -121,8 +125,8 @@ def pin(path: str) -> Pinned | None:
 
 def commits_enabled(path: str) -> bool:
     """Whether a receive may commit by rewriting its ledger partitions on the driver
-    (``SBQUEUE_DRIVER_COMMITS=1``; off by default until the whole suite runs with it)."""
-    return os.environ.get(_COMMITS, "0") == "1" and enabled(path)
+    (on wherever driver reads are; ``SBQUEUE_DRIVER_COMMITS=0`` turns it off)."""
+    return os.environ.get(_COMMITS, "1") != "0" and enabled(path)
 
 
 def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str],
@@ -130,7 +134,7 @@ def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[s
     """The rows of the latest version in the named partitions (column -> values) that
     ``keep`` accepts, ``columns`` only; None when it cannot be read here."""
     pinned = pin(path)
-    return None if pinned is None else _or_none(lambda: pinned.rows(partitions, columns, keep))
+    return None if pinned is None else pinned.rows(partitions, columns, keep)
 
 
 def _literal(value: Any) -> str:

@@ -157,14 +157,13 @@ def test_s6_abandon_defer_dead_letter_and_renew(admin, client) -> None:
         dlq.complete_message(dead)
 
 
-def test_s6_6_settling_after_the_lock_expired_is_lock_lost(admin, client) -> None:
+def test_s6_6_settling_after_the_lock_expired_is_lock_lost(clock, admin, client) -> None:
     q = _queue(admin, lock_duration="PT5S")
     with client.get_queue_sender(q) as sender:
         sender.send_messages(ServiceBusMessage("late"))
     with client.get_queue_receiver(q, max_wait_time=5) as receiver:
         [got] = receiver.receive_messages()
-        time.sleep(max(0.0, (got.locked_until_utc - datetime.now(timezone.utc))
-                       .total_seconds()) + 0.5)
+        clock.advance(got.locked_until_utc - clock.utcnow() + timedelta(seconds=0.5))
         with pytest.raises(MessageLockLostError, match=str(got.sequence_number)):
             receiver.complete_message(got)
         [again] = receiver.receive_messages(max_wait_time=150)  # once the stored lock ends
@@ -201,7 +200,8 @@ def _ledger_rows(receiver, row_type: str) -> list[int]:
                   .where(f"row_type = '{row_type}'").select("sequence_number").collect())
 
 
-def test_s6_1_a_complete_is_a_record_every_reader_honours(admin, client, monkeypatch) -> None:
+def test_s6_1_a_complete_is_a_record_every_reader_honours(
+        clock, admin, client, monkeypatch) -> None:
     """Decision 011: a client's complete is one blind append of a completion record. From
     the moment it returns the message is gone from peek, counts and the SQL view; after
     its lock ran out no receive hands it out again; the next receive that commits deletes
@@ -223,9 +223,9 @@ def test_s6_1_a_complete_is_a_record_every_reader_honours(admin, client, monkeyp
             ledger_before + 1)
         assert [str(m) for m in receiver.peek_messages(5)] == ["1", "2"]
         assert receiver._entity.counts()["active"] == 2
-        while datetime.now(timezone.utc) < max(m.locked_until_utc for m in got) + timedelta(
-                seconds=3):
-            time.sleep(0.5)  # every lock ran out; the record keeps the first one completed
+        # every lock ran out; the record keeps the first one completed
+        clock.advance(max(m.locked_until_utc for m in got) + timedelta(seconds=3)
+                      - clock.utcnow())
         monkeypatch.setattr(records, "RECORD_KEEP", timedelta(0))
         again = receiver.receive_messages(3, max_wait_time=10)
         assert sorted(str(m) for m in again) == ["1", "2"]
@@ -263,7 +263,7 @@ def test_s6_6_a_record_written_after_another_receiver_took_the_message_counts_fo
 
 
 def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
-        admin, client, monkeypatch) -> None:
+        clock,         admin, client, monkeypatch) -> None:
     """A valid completion record that lands after a receive read the ledger but before its
     MERGE took a snapshot is not a change to the message's row: the receive's guard rows
     ("no record of this lock") fail that MERGE, and the receive, reading again, finds the
@@ -279,8 +279,8 @@ def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
         [row] = (entity.spark.read.format("delta").load(entity.ledger_path)
                  .where("row_type = 'm'").select("locked_until_utc").collect())
         ends = row[0].astimezone(timezone.utc)
-        while datetime.now(timezone.utc) < ends + timedelta(seconds=1):
-            time.sleep(0.5)  # the lock ran out: a receive would take the message again
+        # the lock ran out: a receive would take the message again
+        clock.advance(ends + timedelta(seconds=1) - clock.utcnow())
         merge, landed = Ledger.merge_changes, []
 
         def record_lands_first(ledger, *args, **kwargs):
@@ -465,7 +465,7 @@ def test_s16_2_runtime_properties_after_client_traffic(admin, client) -> None:
     assert runtime.accessed_at_utc > runtime.created_at_utc
 
 
-def test_s8_1_s8_2_expired_messages_are_never_delivered(admin, client) -> None:
+def test_s8_1_s8_2_expired_messages_are_never_delivered(clock, admin, client) -> None:
     dead = _queue(admin, "expiring-dl", dead_lettering_on_message_expiration=True,
                   default_message_time_to_live="PT2S")  # S8.1: caps a longer ttl
     dropped = _queue(admin, "expiring-drop")
@@ -473,7 +473,7 @@ def test_s8_1_s8_2_expired_messages_are_never_delivered(admin, client) -> None:
         sender.send_messages(ServiceBusMessage("old", time_to_live=timedelta(hours=1)))
     with client.get_queue_sender(dropped) as sender:
         sender.send_messages(ServiceBusMessage("old", time_to_live=timedelta(seconds=1)))
-    time.sleep(2.5)
+    clock.advance(2.5)
     for q in (dead, dropped):
         with client.get_queue_receiver(q) as receiver:
             assert receiver.receive_messages(max_wait_time=0) == []

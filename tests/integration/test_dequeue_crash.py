@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,7 +36,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_a_crash_between_sink_and_complete_duplicates_nothing(admin, spark, namespace_root,
+def test_a_crash_between_sink_and_complete_duplicates_nothing(clock, admin, spark, namespace_root,
                                                               tmp_path) -> None:
     admin.create_queue("work", enable_partitioning=True, lock_duration=LOCK)
     with ServiceBusClient(namespace_root, spark=spark) as client:
@@ -52,7 +51,7 @@ def test_a_crash_between_sink_and_complete_duplicates_nothing(admin, spark, name
                           capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == -9, (proc.stdout, proc.stderr[-3000:])
     assert spark.read.format("delta").load(sink).count() == 10  # written, not settled
-    time.sleep(LOCK.total_seconds())  # the dead job's locks end
+    clock.advance(LOCK)  # the dead job's locks end
     assert dequeue.main([*argv, "--batches", "0"]) == 0  # delivered again, written again
     rows = spark.read.format("delta").load(sink).collect()
     assert sorted(r["text"] for r in rows) == sorted(f"M{i}" for i in range(10))

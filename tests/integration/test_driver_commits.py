@@ -1,7 +1,8 @@
-"""Decision 011 step 4 (behind ``SBQUEUE_DRIVER_COMMITS=1``): a small receive commits by
-rewriting its ledger partitions on the driver (delta-rs) from the version it read. The
-messages it hands out are the MERGE's (S5.1, S5.5, S6.1, S6.4), it runs no Spark job, and a
-completion record that lands between its read and its commit is never lost (S6.1)."""
+"""Decision 011 step 4 (on by default; ``SBQUEUE_DRIVER_COMMITS=0`` turns it off): a small
+receive commits by rewriting its ledger partitions on the driver (delta-rs) from the version
+it read. The messages it hands out are the MERGE's (S5.1, S5.5, S6.1, S6.4), it runs no
+Spark job, and a completion record that lands between its read and its commit is never
+lost (S6.1)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import timedelta
 
 import pytest
@@ -46,7 +45,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_s13_4_a_killed_forwarder_neither_loses_nor_duplicates(admin, spark, namespace_root,
+def test_s13_4_a_killed_forwarder_neither_loses_nor_duplicates(clock, admin, spark, namespace_root,
                                                                tmp_path) -> None:
     with ServiceBusClient(namespace_root, spark=spark) as client:
         for point in POINTS:
@@ -62,7 +61,7 @@ def test_s13_4_a_killed_forwarder_neither_loses_nor_duplicates(admin, spark, nam
         proc = subprocess.run([sys.executable, str(script), namespace_root, point, point],
                               capture_output=True, text=True, timeout=900, check=False)
         assert proc.returncode == -9, (point, proc.stdout, proc.stderr[-3000:])  # killed
-    time.sleep(LEASE.total_seconds())  # the dead steps' leases run out
+    clock.advance(LEASE)  # the dead steps' leases run out
     expected = sorted(f"{p}-{i}" for p in POINTS for i in range(MESSAGES))
     delivered: list[str] = []
     for point in POINTS:

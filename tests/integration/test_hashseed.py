@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 
 CHILD = textwrap.dedent(
     """
-    import json, sys, time
+    import json, sys
+    from sbqueue.core import clock
     from sbqueue.engine import Namespace
     from sbqueue.management import ServiceBusAdministrationClient
     root = sys.argv[1]
@@ -27,7 +28,7 @@ CHILD = textwrap.dedent(
     spark = queue.spark
     queue.send_dataframe(spark.range(32).selectExpr("CAST(id AS STRING) AS body"))
     first = queue.receive_dataframe(1000).count()
-    time.sleep(7.5)  # every lock expires, after the one delivery allowed
+    clock.advance(7.5)  # every lock expires, after the one delivery allowed
     second = queue.receive_dataframe(1000).count()
     rows = queue.messages().selectExpr(
         "CAST(body AS STRING) AS body", "sequence_number", "sub_queue", "state",

@@ -20,7 +20,8 @@ def _later(**delta: float) -> datetime:
     return datetime.now(timezone.utc) + timedelta(**delta)
 
 
-def test_s8_2_s8_3_expired_messages_leave_unless_locked(admin, spark, namespace_root) -> None:
+def test_s8_2_s8_3_expired_messages_leave_unless_locked(
+        clock, admin, spark, namespace_root) -> None:
     admin.create_queue("keep", dead_lettering_on_message_expiration=True,
                        lock_duration=timedelta(seconds=90))
     admin.create_queue("drop")
@@ -31,7 +32,7 @@ def test_s8_2_s8_3_expired_messages_leave_unless_locked(admin, spark, namespace_
                  for i in range(2)])
         with client.get_queue_receiver("keep", max_wait_time=5) as receiver:
             [held] = receiver.receive_messages(1)
-            time.sleep(4)  # both expire; one is locked by this receiver
+            clock.advance(4)  # both expire; one is locked by this receiver
             reports = Maintainer(admin.namespace, vacuum=False).run(["keep", "drop"])
             assert all(r.cursor_commits >= 1 for r in reports)
             keep = admin.namespace.entity("keep").counts()

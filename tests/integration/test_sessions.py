@@ -75,7 +75,7 @@ def test_s10_2_receivers_must_match_the_queue(admin, client) -> None:
         client.namespace.entity("plain").receive_sessions_dataframe(1, 1)
 
 
-def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> None:
+def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(clock, admin, client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True,
                        lock_duration=timedelta(seconds=5))
     _send(client, "sq", {"a": 2})
@@ -86,7 +86,7 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> No
         with pytest.raises(SessionCannotBeLockedError, match=r"'a'.*S10.2"):
             client.get_queue_receiver("sq", session_id="a").__enter__()
         before = session.locked_until_utc
-        time.sleep(1)
+        clock.advance(1)
         assert session.renew_lock() > before
         got = first.receive_messages(1, max_wait_time=5)
         assert [str(m) for m in got] == ["a-0"]
@@ -98,7 +98,7 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(admin, client) -> No
         again = second.receive_messages(2, max_wait_time=5)
         assert [str(m) for m in again] == ["a-0", "a-1"]
         assert [m.delivery_count for m in again] == [2, 1]
-        time.sleep(6)  # the 5 s session lock ends
+        clock.advance(6)  # the 5 s session lock ends
         with pytest.raises(SessionLockLostError, match=r"S10.3"):
             second.complete_message(again[0])
         with pytest.raises(SessionLockLostError):

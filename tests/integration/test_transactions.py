@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -121,7 +120,7 @@ def test_s12_4_at_most_100_messages(admin, client) -> None:
         tx.send_messages(sender, [ServiceBusMessage(str(i)) for i in range(101)])
 
 
-def test_s12_2_a_lost_lock_fails_the_whole_transaction(admin, client) -> None:
+def test_s12_2_a_lost_lock_fails_the_whole_transaction(clock, admin, client) -> None:
     admin.create_queue("q", lock_duration=timedelta(seconds=5))
     q = client.namespace.entity("q")
     with client.get_queue_sender("q") as sender, \
@@ -130,7 +129,7 @@ def test_s12_2_a_lost_lock_fails_the_whole_transaction(admin, client) -> None:
         got = receiver.receive_messages(1)
         with pytest.raises(MessageLockLostError), client.transaction() as tx:
             tx.send_messages(sender, ServiceBusMessage("t0"))
-            time.sleep(6)
+            clock.advance(6)
             tx.complete_message(receiver, got[0])
     assert _bodies(q) == ["m0"]
 
