@@ -36,4 +36,5 @@ class Inbox(Table):
 
     def drop_segments(self, partition: int, segments: list[int]) -> None:
         """Delete whole segments of one partition (literal partition predicates)."""
-        self.delete((F.col("partition_id") == partition) & F.col("segment").isin(segments))
+        listed = ", ".join(str(int(s)) for s in segments)
+        self.delete(f"partition_id = {int(partition)} AND segment IN ({listed})")

@@ -14,6 +14,11 @@
   ones (history, delete by partition, compaction, vacuum). The engine's gateways
   (``engine.ledger``, ``engine.inbox``) are the only modules that hold one (issue 18).
 
+Every operation is Spark SQL or the DataFrame reader and writer, never Delta's
+``DeltaTable`` API: Spark Connect clients (Databricks serverless, shared clusters) can only
+reach that API through Delta's Connect plugin, which a server may not have, while Delta's
+SQL commands need only the Delta extension that any Delta server loads.
+
 Knows nothing of Service Bus names.
 """
 
@@ -24,12 +29,12 @@ import os
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import delta.exceptions as dx
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -54,11 +59,13 @@ __all__ = [
     "create_table",
     "earliest_version",
     "guarded_merge",
+    "is_delta_table",
     "isolation_level",
     "latest_version",
     "note_conflict",
     "read_appended",
     "retry_conflicts",
+    "speaks_delta_errors",
 ]
 
 # The eight conflict classes share no Python base class (DESIGN fact 3).
@@ -115,15 +122,51 @@ def create_table(
     properties: Mapping[str, str],
 ) -> None:
     """Create the Delta table at ``path`` unless it exists (concurrent creators are fine)."""
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-    builder = builder.partitionedBy(*partition_by)
-    for key, value in properties.items():
-        builder = builder.property(key, value)
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}"
+                        + ("" if f.nullable else " NOT NULL") for f in schema.fields)
+    parts = f" PARTITIONED BY ({', '.join(f'`{c}`' for c in partition_by)})" \
+        if partition_by else ""
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     try:
-        builder.execute()
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {_sql_name(path)} ({columns}) USING delta"
+                  f"{parts}{f' TBLPROPERTIES ({props})' if props else ''}")
     except DELTA_CONFLICTS:
-        if not DeltaTable.isDeltaTable(spark, path):
+        if not is_delta_table(spark, path):
             raise
+
+
+def is_delta_table(spark: SparkSession, path: str) -> bool:
+    """Whether a Delta table is at ``path``: its log folder where local, else its detail."""
+    if is_local(path):
+        return (local_path(path) / "_delta_log").is_dir() and any(
+            n.endswith(".json") for n in os.listdir(local_path(path) / "_delta_log"))
+    try:
+        row = spark.sql(f"DESCRIBE DETAIL {_sql_name(path)}").select("format").first()
+    except Exception:
+        return False
+    return row is not None and str(row[0]).lower() == "delta"
+
+
+def speaks_delta_errors(spark: SparkSession) -> None:
+    """Over Spark Connect, Delta's conflicts reach Python as ``DELTA_CONFLICTS`` only once
+    ``delta.connect`` registered them (an import of a second, which classic sessions skip)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        import delta.connect  # noqa: F401
+
+
+def _sql_name(path: str) -> str:
+    return f"delta.`{path}`"
+
+
+def _with_view(df: DataFrame, run: Callable[[str], T]) -> T:
+    """``run(name)`` with ``df`` registered as a temporary view of a unique ``name`` (a
+    MERGE's source in SQL), dropped after."""
+    name = f"_sbqueue_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(name)
+    try:
+        return run(name)
+    finally:
+        df.sparkSession.catalog.dropTempView(name)
 
 
 def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,
@@ -165,7 +208,7 @@ def isolation_level(spark: SparkSession, path: str) -> str:
 def commit_version(spark: SparkSession, path: str, tag: str, depth: int = 1000) -> int:
     """The version of the commit that carries ``tag`` as its user metadata (``append``),
     among the newest ``depth``; reads only the log."""
-    row = (DeltaTable.forPath(spark, path).history(depth)
+    row = (spark.sql(f"DESCRIBE HISTORY {_sql_name(path)} LIMIT {int(depth)}")
            .where(F.col("userMetadata") == tag).select("version").first())
     if row is None:
         raise LookupError(f"no commit tagged {tag!r} among the last {depth} of {path}")
@@ -237,34 +280,37 @@ def guarded_merge(
     stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{keys[0]})) AS BIGINT)"
     condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys],
                               *([f"({match})"] if match else [])])
-    values: dict[str, str | Column] = {c: f"s.`{c}`" for c in columns}
-    merge = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(changes.alias("s"), condition)
-        .whenMatchedDelete(condition=f"s.{OP_COLUMN} = '{DELETE_IF}' AND ({delete_if})")
-        .whenMatchedUpdate(
-            condition=f"s.{OP_COLUMN} <> '{DELETE_IF}' AND "
-                      f"(s.{EXPECT_COLUMN} IS NULL OR t.{_VERSION} <> s.{EXPECT_COLUMN})",
-            set={_VERSION: F.expr(stale)},
-        )
-        .whenMatchedDelete(condition=f"s.{OP_COLUMN} = 'delete'")
-        .whenMatchedUpdate(condition=f"s.{OP_COLUMN} = 'upsert'", set=values)
-        .whenNotMatchedInsert(
-            condition=f"s.{EXPECT_COLUMN} IS NOT NULL", values={**values, _VERSION: F.expr(stale)}
-        )
-        .whenNotMatchedInsert(condition=f"s.{OP_COLUMN} = 'upsert'", values=values)
-    )
+    names = ", ".join(f"`{c}`" for c in columns)
+    values = {c: f"s.`{c}`" for c in columns}
+    staled = ", ".join(stale if c == _VERSION else v for c, v in values.items())
+    clauses = [
+        f"WHEN MATCHED AND s.{OP_COLUMN} = '{DELETE_IF}' AND ({delete_if}) THEN DELETE",
+        f"WHEN MATCHED AND s.{OP_COLUMN} <> '{DELETE_IF}' AND (s.{EXPECT_COLUMN} IS NULL "
+        f"OR t.{_VERSION} <> s.{EXPECT_COLUMN}) THEN UPDATE SET t.{_VERSION} = {stale}",
+        f"WHEN MATCHED AND s.{OP_COLUMN} = 'delete' THEN DELETE",
+        f"WHEN MATCHED AND s.{OP_COLUMN} = 'upsert' THEN UPDATE SET "
+        + ", ".join(f"t.`{c}` = {v}" for c, v in values.items()),
+        f"WHEN NOT MATCHED AND s.{EXPECT_COLUMN} IS NOT NULL THEN INSERT ({names}) "
+        f"VALUES ({staled})",
+        f"WHEN NOT MATCHED AND s.{OP_COLUMN} = 'upsert' THEN INSERT ({names}) "
+        f"VALUES ({', '.join(values.values())})",
+    ]
     try:
-        result = merge.execute()
+        result = _merge(changes, path, condition, clauses)
     except Exception as exc:
         if _STALE_MARK in str(exc):
             raise StaleRead(str(exc).split(_STALE_MARK, 1)[1][:80].strip()) from None
         raise
-    if result is None:
-        return {}
     row = result.first()
     return {k: int(v) for k, v in row.asDict().items()} if row else {}
+
+
+def _merge(source: DataFrame, path: str, condition: str, clauses: Sequence[str]
+           ) -> DataFrame:
+    """One ``MERGE INTO`` the table at ``path`` (alias ``t``) from ``source`` (alias ``s``);
+    its metrics row."""
+    return _with_view(source, lambda view: source.sparkSession.sql(
+        f"MERGE INTO {_sql_name(path)} t USING {view} s ON {condition} " + " ".join(clauses)))
 
 
 def apply_guarded(
@@ -339,17 +385,20 @@ class Table:
     spark: SparkSession
     path: str
 
+    def __post_init__(self) -> None:
+        speaks_delta_errors(self.spark)
+
     @property
     def sql_name(self) -> str:
         """The table in Spark SQL text (views, DML)."""
-        return f"delta.`{self.path}`"
+        return _sql_name(self.path)
 
     def create(self, schema: StructType, partition_by: Sequence[str],
                properties: Mapping[str, str]) -> None:
         create_table(self.spark, self.path, schema, partition_by, properties)
 
     def exists(self) -> bool:
-        return bool(DeltaTable.isDeltaTable(self.spark, self.path))
+        return is_delta_table(self.spark, self.path)
 
     def read(self, version: int | None = None) -> DataFrame:
         """The table (as of ``version``): a lazy DataFrame, nothing read yet."""
@@ -423,23 +472,23 @@ class Table:
         from the rows' schema when there is none."""
         if not self.exists():
             rows.limit(0).write.format("delta").mode("append").save(self.path)
-        (DeltaTable.forPath(self.spark, self.path).alias("t")
-         .merge(rows.alias("s"), condition).whenNotMatchedInsertAll().execute())
+        _merge(rows, self.path, condition, ["WHEN NOT MATCHED THEN INSERT *"])
 
-    def delete(self, predicate: Column) -> None:
-        DeltaTable.forPath(self.spark, self.path).delete(predicate)
+    def delete(self, predicate: str) -> None:
+        """Delete the rows ``predicate`` (SQL) selects."""
+        self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {predicate}")
 
     def compact(self, predicate: str) -> None:
         """OPTIMIZE the files ``predicate`` (on partition columns) selects."""
-        DeltaTable.forPath(self.spark, self.path).optimize().where(predicate).executeCompaction()
+        self.spark.sql(f"OPTIMIZE {self.sql_name} WHERE {predicate}")
 
     def vacuum(self, hours: float) -> None:
-        DeltaTable.forPath(self.spark, self.path).vacuum(hours)
+        self.spark.sql(f"VACUUM {self.sql_name} RETAIN {float(hours)} HOURS")
 
     def history(self, limit: int | None = None) -> DataFrame:
         """The commit history, newest first (reads only the log)."""
-        table = DeltaTable.forPath(self.spark, self.path)
-        return table.history(limit) if limit is not None else table.history()
+        return self.spark.sql(f"DESCRIBE HISTORY {self.sql_name}"
+                              + (f" LIMIT {int(limit)}" if limit is not None else ""))
 
     def version(self) -> int:
         return latest_version(self.spark, self.path)

@@ -127,41 +127,42 @@ class LocalDocumentStore:
 class DeltaDocumentStore:
     """Documents as rows of a small Delta table, for object stores (abfss:, gs:, s3a:, ...).
 
-    Only public Spark and Delta APIs, so it also works over Spark Connect, where the JVM is
-    out of reach. Exclusive create is a MERGE that inserts only when the name is absent:
-    of two concurrent creators Delta lets one commit and the other's re-run finds the row.
+    Only Spark SQL, so it also works over Spark Connect, where neither the JVM nor (without
+    Delta's Connect plugin) Delta's ``DeltaTable`` API is in reach. Exclusive create is a
+    MERGE that inserts only when the name is absent: of two concurrent creators Delta lets
+    one commit and the other's re-run finds the row.
     """
 
     def __init__(self, spark: Any, folder: str) -> None:
-        from delta.tables import DeltaTable
+        from sbqueue.store.delta import speaks_delta_errors
 
+        speaks_delta_errors(spark)
         self._spark = spark
-        self._path = f"{folder.rstrip('/')}/_sbqueue/documents"
-        (DeltaTable.createIfNotExists(spark).location(self._path)
-         .addColumn("name", "STRING").addColumn("body", "STRING").execute())
+        self._table = f"delta.`{folder.rstrip('/')}/_sbqueue/documents`"
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self._table} (name STRING, body STRING) "
+                  "USING delta")
 
-    def _table(self) -> Any:
-        from delta.tables import DeltaTable
-
-        return DeltaTable.forPath(self._spark, self._path)
+    def _rows(self) -> Any:
+        return self._spark.sql(f"SELECT name, body FROM {self._table}")
 
     def read(self, name: str) -> dict[str, Any] | None:
         from pyspark.sql import functions as F
 
-        row = self._table().toDF().where(F.col("name") == name).select("body").first()
+        row = self._rows().where(F.col("name") == name).select("body").first()
         return None if row is None else dict(json.loads(row[0]))
 
     def _merge(self, name: str, doc: dict[str, Any], insert_only: bool) -> int:
         source = self._spark.createDataFrame(
             [(name, json.dumps(doc, sort_keys=True, default=str))], "name string, body string")
-
-        def attempt() -> Any:  # rebuilt each time, so a retry reads the newest version
-            merge = self._table().alias("t").merge(source.alias("s"), "t.name = s.name")
-            if not insert_only:
-                merge = merge.whenMatchedUpdate(set={"body": "s.body"})
-            return merge.whenNotMatchedInsertAll().execute()
-
-        result = _retry_conflicts(attempt)
+        update = "" if insert_only else " WHEN MATCHED THEN UPDATE SET t.body = s.body"
+        view = f"_sbqueue_doc_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        try:  # each attempt reads the newest version
+            result = _retry_conflicts(lambda: self._spark.sql(
+                f"MERGE INTO {self._table} t USING {view} s ON t.name = s.name{update} "
+                "WHEN NOT MATCHED THEN INSERT *"))
+        finally:
+            self._spark.catalog.dropTempView(view)
         first = result.first() if result is not None else None
         return int(first["num_inserted_rows"]) if first is not None else 0
 
@@ -173,18 +174,18 @@ class DeltaDocumentStore:
         self._merge(name, doc, insert_only=False)
 
     def delete(self, name: str) -> bool:
-        from pyspark.sql import functions as F
-
         if self.read(name) is None:
             return False
-        _retry_conflicts(lambda: self._table().delete(F.col("name") == name))
+        quoted = name.replace("'", "''")
+        _retry_conflicts(lambda: self._spark.sql(
+            f"DELETE FROM {self._table} WHERE name = '{quoted}'"))
         return True
 
     def list(self, prefix: str = "") -> list[str]:
         from pyspark.sql import functions as F
 
         base = f"{prefix.rstrip('/')}/" if prefix else ""
-        rows = self._table().toDF().where(F.col("name").startswith(base)).select("name")
+        rows = self._rows().where(F.col("name").startswith(base)).select("name")
         return sorted(r[0] for r in rows.collect() if "/" not in r[0][len(base):])
 
     @contextlib.contextmanager

@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from delta.tables import DeltaMergeBuilder
 
 from sbqueue.engine import Namespace
+from sbqueue.store import delta, driver
 from sbqueue.store.delta import latest_version
 
 pytestmark = pytest.mark.spark
@@ -100,17 +100,20 @@ def test_s5_2_a_slow_commit_does_not_eat_the_lock(admin, spark, namespace_root,
     admin.create_queue("slow", lock_duration="PT30S")
     queue = Namespace(namespace_root, spark).entity("slow")
     queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
-    original = DeltaMergeBuilder.execute
     committed_at: list[datetime] = []
 
-    def slow_execute(self):  # the real MERGE, 3 s later
-        time.sleep(3)
-        try:
-            return original(self)
-        finally:
-            committed_at.append(datetime.now(timezone.utc))
+    def slowed(commit):
+        def slow_commit(*args, **kwargs):  # the real commit, 3 s later
+            time.sleep(3)
+            try:
+                return commit(*args, **kwargs)
+            finally:
+                committed_at.append(datetime.now(timezone.utc))
+        return slow_commit
 
-    monkeypatch.setattr(DeltaMergeBuilder, "execute", slow_execute)
+    # a receive commits on the driver (a rewrite) or, failing that, in a Spark MERGE
+    monkeypatch.setattr(driver.Pinned, "rewrite", slowed(driver.Pinned.rewrite))
+    monkeypatch.setattr(delta, "_merge", slowed(delta._merge))
     for attempt in range(2):
         called = datetime.now(timezone.utc)
         got = queue.receive_dataframe(1).collect()
@@ -119,7 +122,7 @@ def test_s5_2_a_slow_commit_does_not_eat_the_lock(admin, spark, namespace_root,
         assert left >= 30 - (returned - called).total_seconds(), (attempt, left)
     since_commit = (returned - committed_at[-1]).total_seconds()
     assert left >= 30 - since_commit - 0.05, (left, since_commit)  # the clock began at commit
-    monkeypatch.setattr(DeltaMergeBuilder, "execute", original)
+    monkeypatch.undo()
     assert queue.receive_dataframe(10).count() == 1  # the two locked ones stay locked
     result = queue.settle([(got[0].sequence_number, got[0].lock_token)], "complete")
     assert result.settled == 1

@@ -1,0 +1,147 @@
+"""Issue 19 point 1: sbqueue over a real Spark Connect server.
+
+The server is the one in the pip ``pyspark`` (its jars hold the Connect server), started
+with spark-submit and sbqueue's own properties file (``sbqueue spark-conf``: Delta's jars,
+extension and catalog). Delta's Connect plugin is not needed: sbqueue talks to Delta in SQL
+only. The client side runs as a user's program does: a fresh interpreter with
+``SPARK_REMOTE`` set, no JVM of its own. It runs twice: with the driver reading and
+committing the local folder itself (delta-rs, the default), and with every read and commit
+through the server (``SBQUEUE_DRIVER_READS=0``, as on cloud storage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CHILD = textwrap.dedent(
+    """
+    import json, subprocess, sys
+    from pyspark.sql import functions as F
+    from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
+    from sbqueue.management import (RuleProperties, ServiceBusAdministrationClient,
+                                    SqlRuleFilter)
+    from sbqueue.spark import get_session
+
+    root = sys.argv[1]
+    spark = get_session()  # SPARK_REMOTE: the Connect session, taken as is
+    out = {"session": type(spark).__module__}
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    admin.create_queue("q", enable_partitioning=True)
+    admin.create_queue("sink")
+    admin.create_topic("t")
+    admin.create_subscription("t", "red", forward_to="sink", default_rule=RuleProperties(
+        "red", SqlRuleFilter("color = 'red'")))
+    with ServiceBusClient(root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages(
+            [ServiceBusMessage(f"m{i}") for i in range(3)])
+        with client.get_queue_receiver("q", max_wait_time=10) as receiver:
+            got = receiver.receive_messages(3)
+            while len(got) < 3 and (more := receiver.receive_messages(3 - len(got))):
+                got += more
+            for message in got:
+                receiver.complete_message(message)
+        out["client"] = sorted(str(m) for m in got)
+        client.get_topic_sender("t").send_messages(
+            [ServiceBusMessage(c, application_properties={"color": c})
+             for c in ("red", "blue", "red")])
+    ns = Namespace(root, spark)
+    q = ns.entity("q")
+    q.send_dataframe(spark.range(4).select(F.concat(F.lit("d"), F.col("id").cast("string"))
+                                           .alias("body")))
+    batch = q.receive_dataframe(max_messages=10).localCheckpoint()
+    out["dataframe"] = sorted(r.body.decode() for r in batch.select("body").collect())
+    settled = q.complete_dataframe(batch)
+    out["settled"] = settled.settled
+    ns.register_views()
+    out["view"] = spark.sql(f"SELECT count(*) FROM {ns.sql_name('q')}").first()[0]
+    out["subscription"] = admin.get_subscription_runtime_properties(
+        "t", "red").total_message_count
+    forward = sys.argv[2]  # the installed script, by its path, as cron would start it
+    job = subprocess.run([forward, "--namespace", root], capture_output=True, text=True,
+                         timeout=600)
+    out["forward_rc"], out["forward_err"] = job.returncode, job.stderr[-2000:]
+    with ServiceBusClient(root, spark=spark) as client, client.get_queue_receiver(
+            "sink", max_wait_time=10) as receiver:
+        moved = receiver.receive_messages(10)
+        out["forwarded"] = sorted(str(m) for m in moved)
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+def _script(name: str) -> Path:
+    """An entry point installed beside this interpreter."""
+    return Path(sys.executable).parent / name
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server from the pip pyspark, with sbqueue's properties file."""
+    import pyspark
+
+    properties = subprocess.run([str(_script("sbqueue")), "spark-conf"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    port = _free_port()
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    with open(log, "w") as handle:
+        server = subprocess.Popen(
+            [str(submit), "--properties-file", properties,
+             "--conf", f"spark.connect.grpc.binding.port={port}",
+             "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"],
+            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(1)
+        yield f"sc://localhost:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+@pytest.mark.parametrize("driver_reads", ["1", "0"], ids=["driver-reads", "server-only"])
+def test_issue19_point1_sbqueue_runs_through_spark_connect(
+        connect_server: str, tmp_path: Path, driver_reads: str) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {**os.environ, "SPARK_REMOTE": connect_server, "SBQUEUE_DRIVER_READS": driver_reads}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "ns"),
+                           str(_script("sbqueue-forward"))], env=env,
+                          capture_output=True, text=True, timeout=1200, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    out = json.loads(line[len("RESULT "):])
+    assert out["session"].startswith("pyspark.sql.connect")
+    assert out["client"] == ["m0", "m1", "m2"]
+    assert out["dataframe"] == ["d0", "d1", "d2", "d3"] and out["settled"] == 4
+    assert out["view"] == 0  # every message settled
+    assert out["subscription"] == 2  # the SQL filter let the red ones in
+    assert out["forward_rc"] == 0, out["forward_err"]
+    assert out["forwarded"] == ["red", "red"]
