@@ -7,6 +7,10 @@ rules, sessions and transactions.
 
 from __future__ import annotations
 
+# Ported programs that only ``import concurrent`` use ``concurrent.futures``, which the SDK's
+# own import loads; so does this one.
+import concurrent.futures  # noqa: F401
+
 from sbqueue.client import (
     NEXT_AVAILABLE_SESSION,
     AutoLockRenewer,
@@ -22,6 +26,7 @@ from sbqueue.client import (
     ServiceBusSubQueue,
     ServiceBusTransaction,
 )
+from sbqueue.core.connection import ServiceBusConnectionStringProperties, parse_connection_string
 from sbqueue.engine import Entity, Namespace, SendResult, SettleResult, Topic
 from sbqueue.management import ServiceBusAdministrationClient
 
@@ -33,6 +38,7 @@ __all__ = [
     "SendResult",
     "ServiceBusAdministrationClient",
     "ServiceBusClient",
+    "ServiceBusConnectionStringProperties",
     "ServiceBusMessage",
     "ServiceBusMessageBatch",
     "ServiceBusMessageState",
@@ -45,5 +51,6 @@ __all__ = [
     "ServiceBusTransaction",
     "SettleResult",
     "Topic",
+    "parse_connection_string",
 ]
 __version__ = "0.1.0"

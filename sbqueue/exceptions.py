@@ -1,13 +1,20 @@
 """The one exception hierarchy of sbqueue (SPEC S17).
 
-Names follow azure-servicebus 7.14 so that ported code catches the same classes. Every
-error says what was wrong and with which value; an operation that raises leaves no
+Names and bases follow azure-servicebus 7.14 so that ported code catches the same classes:
+``ServiceBusError`` is azure-core's ``AzureError``, and the administration client's
+not-found and already-exists errors are azure-core's ``ResourceNotFoundError`` and
+``ResourceExistsError`` too (what SDK programs catch around ``create_*`` / ``get_*``).
+Every error says what was wrong and with which value; an operation that raises leaves no
 partial effect.
 """
 
 from __future__ import annotations
 
+from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
+
 __all__ = [
+    "AutoLockRenewFailed",
+    "AutoLockRenewTimeout",
     "InvalidOperationError",
     "MessageAlreadySettled",
     "MessageLockLostError",
@@ -18,8 +25,13 @@ __all__ = [
     "MessagingEntityNotFoundError",
     "OperationTimeoutError",
     "PartitionUnavailableError",
+    "ServiceBusAuthenticationError",
+    "ServiceBusAuthorizationError",
+    "ServiceBusCommunicationError",
+    "ServiceBusConnectionError",
     "ServiceBusError",
     "ServiceBusQuotaExceededError",
+    "ServiceBusServerBusyError",
     "SessionCannotBeLockedError",
     "SessionLockLostError",
     "SparkSetupError",
@@ -27,8 +39,36 @@ __all__ = [
 ]
 
 
-class ServiceBusError(Exception):
-    """Base of every sbqueue error."""
+class ServiceBusError(AzureError):
+    """Base of every sbqueue error (azure-core's ``AzureError``, as in the SDK)."""
+
+
+class ServiceBusConnectionError(ServiceBusError):
+    """The namespace's storage could not be reached (a folder or bucket not there)."""
+
+
+class ServiceBusAuthenticationError(ServiceBusError):
+    """The storage refused the credentials the session holds."""
+
+
+class ServiceBusAuthorizationError(ServiceBusError):
+    """The namespace's storage cannot be read or written with the rights the process has."""
+
+
+class ServiceBusCommunicationError(ServiceBusError):
+    """The storage or the Spark server could not be talked to (a network failure)."""
+
+
+class ServiceBusServerBusyError(ServiceBusError):
+    """Kept for ported code: sbqueue has no server that throttles; never raised."""
+
+
+class AutoLockRenewFailed(ServiceBusError):
+    """An ``AutoLockRenewer`` could not renew a lock (handed to ``on_lock_renew_failure``)."""
+
+
+class AutoLockRenewTimeout(ServiceBusError):
+    """An ``AutoLockRenewer`` stopped renewing: ``max_lock_renewal_duration`` had passed."""
 
 
 class MessageLockLostError(ServiceBusError):
@@ -55,11 +95,11 @@ class ServiceBusQuotaExceededError(ServiceBusError):
     """A namespace or entity quota would be exceeded (S1.5, S1.6)."""
 
 
-class MessagingEntityNotFoundError(ServiceBusError):
+class MessagingEntityNotFoundError(ServiceBusError, ResourceNotFoundError):
     """No queue, topic, subscription or rule has that name."""
 
 
-class MessagingEntityAlreadyExistsError(ServiceBusError):
+class MessagingEntityAlreadyExistsError(ServiceBusError, ResourceExistsError):
     """An entity with that name (compared case-insensitively, S1.7) exists already."""
 
 

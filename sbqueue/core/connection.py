@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sbqueue.exceptions import InvalidOperationError
 
-__all__ = ["parse_endpoint"]
+__all__ = ["ServiceBusConnectionStringProperties", "parse_connection_string", "parse_endpoint"]
+
+
+@dataclass(frozen=True)
+class ServiceBusConnectionStringProperties:
+    """A connection string's parts, as the SDK names them. ``endpoint`` (and
+    ``fully_qualified_namespace``) is the namespace root: a folder or a URI Spark can write;
+    the keys are kept as given and never used (the storage's own credentials apply)."""
+
+    endpoint: str
+    fully_qualified_namespace: str
+    entity_path: str | None = None
+    shared_access_key_name: str | None = None
+    shared_access_key: str | None = None
+    shared_access_signature: str | None = None
+
+
+def parse_connection_string(conn_str: str) -> ServiceBusConnectionStringProperties:
+    """The parts of ``conn_str`` (``Endpoint=...;EntityPath=...;SharedAccessKeyName=...``);
+    keys compare case-insensitively, as the SDK's do."""
+    parts = {}
+    for part in conn_str.split(";"):
+        key, _, value = part.partition("=")
+        if key.strip():
+            parts[key.strip().lower()] = value.strip()
+    endpoint = parse_endpoint(conn_str)
+    return ServiceBusConnectionStringProperties(
+        endpoint=endpoint, fully_qualified_namespace=endpoint,
+        entity_path=parts.get("entitypath") or None,
+        shared_access_key_name=parts.get("sharedaccesskeyname") or None,
+        shared_access_key=parts.get("sharedaccesskey") or None,
+        shared_access_signature=parts.get("sharedaccesssignature") or None)
 
 
 def parse_endpoint(connection_string: str) -> str:

@@ -20,6 +20,7 @@ from sbqueue.exceptions import InvalidOperationError
 __all__ = [
     "IMMUTABLE_PROPERTIES",
     "QUEUE_PROPERTY_NAMES",
+    "ApiVersion",
     "EntityAvailabilityStatus",
     "EntityDefinition",
     "EntityStatus",
@@ -39,6 +40,14 @@ PREMIUM_PARTITION_CHOICES = (1, 2, 4)
 class Sku(str, Enum):
     STANDARD = "Standard"
     PREMIUM = "Premium"
+
+
+class ApiVersion(str, Enum):
+    """The management API versions the SDK's ``api_version=`` names; accepted, and the same
+    behaviour whichever is given (there is no service to version here)."""
+
+    V2017_04 = "2017-04"
+    V2021_05 = "2021-05"
 
 
 class EntityStatus(str, Enum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sbqueue.core.properties import (
+    ApiVersion,
     EntityAvailabilityStatus,
     EntityStatus,
     NamespaceProperties,
@@ -27,6 +28,7 @@ from sbqueue.management.runtime import (
 )
 
 __all__ = [
+    "ApiVersion",
     "CorrelationRuleFilter",
     "EntityAvailabilityStatus",
     "EntityStatus",
