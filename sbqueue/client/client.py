@@ -20,6 +20,7 @@ from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
 from sbqueue.client.transaction import ServiceBusTransaction
 from sbqueue.core.connection import parse_endpoint
+from sbqueue.core.keywords import CLIENT_TRANSPORT, LINK, accept
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.engine.namespace import Namespace
@@ -28,13 +29,17 @@ from sbqueue.exceptions import InvalidOperationError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from sbqueue.client.lock_renewer import AutoLockRenewer
+
 __all__ = ["ServiceBusClient"]
 
 class ServiceBusClient:
     """A namespace's senders and receivers. ``spark=None``: the active SparkSession, or a
     local one with Delta (``sbqueue.spark.get_session``)."""
 
-    def __init__(self, namespace: str, spark: SparkSession | None = None, **_: Any) -> None:
+    def __init__(self, namespace: str, spark: SparkSession | None = None,
+                 **kwargs: Any) -> None:
+        accept("ServiceBusClient", kwargs, CLIENT_TRANSPORT)
         self._root = namespace
         self._spark = spark
         self._namespace: Namespace | None = None
@@ -57,16 +62,18 @@ class ServiceBusClient:
     def fully_qualified_namespace(self) -> str:
         return self.namespace.root
 
-    def get_queue_sender(self, queue_name: str, **_: Any) -> ServiceBusSender:
+    def get_queue_sender(self, queue_name: str, **kwargs: Any) -> ServiceBusSender:
         """A sender to ``queue_name``; MessagingEntityNotFound if it does not exist."""
+        accept("get_queue_sender", kwargs, LINK)
         if SubQueue.split(queue_name)[1].is_dead_letter:
             raise InvalidOperationError(
                 f"{queue_name}: nothing can be sent to a dead-letter queue (S7.2)")
         return ServiceBusSender(self.namespace.entity(queue_name))
 
-    def get_topic_sender(self, topic_name: str, **_: Any) -> ServiceBusSender:
+    def get_topic_sender(self, topic_name: str, **kwargs: Any) -> ServiceBusSender:
         """A sender to ``topic_name``: each send fans out to the subscriptions whose rules
         match, in one commit (S15.2)."""
+        accept("get_topic_sender", kwargs, LINK)
         return ServiceBusSender(self.namespace.topic(topic_name))
 
     def get_queue_receiver(
@@ -78,12 +85,16 @@ class ServiceBusClient:
         receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
         max_wait_time: float | None = None,
         prefetch_count: int = 0,
-        **_: Any,
+        auto_lock_renewer: AutoLockRenewer | None = None,
+        **kwargs: Any,
     ) -> ServiceBusReceiver:
         """A receiver of ``queue_name`` or one of its dead-letter sub-queues (S7.1); with
-        ``session_id`` (an id or NEXT_AVAILABLE_SESSION) a session receiver (S10.2)."""
+        ``session_id`` (an id or NEXT_AVAILABLE_SESSION) a session receiver (S10.2). With
+        ``auto_lock_renewer``, each message received in peek-lock mode (or the session)
+        is registered with it."""
+        accept("get_queue_receiver", kwargs, LINK)
         return self._receiver(queue_name, f"queue {queue_name!r}", session_id, sub_queue,
-                              receive_mode, max_wait_time, prefetch_count)
+                              receive_mode, max_wait_time, prefetch_count, auto_lock_renewer)
 
     def get_subscription_receiver(
         self,
@@ -95,17 +106,20 @@ class ServiceBusClient:
         receive_mode: ServiceBusReceiveMode | str = ServiceBusReceiveMode.PEEK_LOCK,
         max_wait_time: float | None = None,
         prefetch_count: int = 0,
-        **_: Any,
+        auto_lock_renewer: AutoLockRenewer | None = None,
+        **kwargs: Any,
     ) -> ServiceBusReceiver:
         """A receiver of a subscription, as ``get_queue_receiver`` of a queue."""
+        accept("get_subscription_receiver", kwargs, LINK)
         path = f"{topic_name}/{SUBSCRIPTIONS_SEGMENT}/{subscription_name}"
         return self._receiver(path, f"subscription {path!r}", session_id, sub_queue,
-                              receive_mode, max_wait_time, prefetch_count)
+                              receive_mode, max_wait_time, prefetch_count, auto_lock_renewer)
 
     def _receiver(self, path: str, what: str, session_id: Any,
                   sub_queue: ServiceBusSubQueue | str | None,
                   receive_mode: ServiceBusReceiveMode | str, max_wait_time: float | None,
-                  prefetch_count: int) -> ServiceBusReceiver:
+                  prefetch_count: int, renewer: AutoLockRenewer | None
+                  ) -> ServiceBusReceiver:
         chosen = as_sub_queue(sub_queue)
         entity = self.namespace.entity(
             SubQueue.from_sdk_name(chosen.value).path(path) if chosen else path)
@@ -121,7 +135,7 @@ class ServiceBusClient:
         return ServiceBusReceiver(entity,
                                   receive_mode=as_receive_mode(receive_mode),
                                   max_wait_time=max_wait_time, prefetch_count=prefetch_count,
-                                  session_id=session_id)
+                                  session_id=session_id, auto_lock_renewer=renewer)
 
     def list_queue_sessions(self, queue_name: str, **_: Any) -> list[str]:
         """The ids of the queue's sessions that have messages or a state (S10.6)."""

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
-from typing import Any
 
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
@@ -71,7 +70,10 @@ class AutoLockRenewer:
     """Renews the locks of registered messages from one background thread."""
 
     def __init__(self, max_lock_renewal_duration: float = 300,
-                 on_lock_renew_failure: FailureCallback | None = None, **_: Any) -> None:
+                 on_lock_renew_failure: FailureCallback | None = None,
+                 executor: object = None, max_workers: int | None = None) -> None:
+        """``executor`` and ``max_workers`` size the SDK's thread pool; accepted and not
+        used: one thread renews every due lock of a receiver in one commit."""
         self._duration = max_lock_renewal_duration
         self._on_failure = on_lock_renew_failure
         self._entries: list[_Entry] = []

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
@@ -32,6 +32,7 @@ from sbqueue.client.enums import (
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.clock import utcnow
+from sbqueue.core.keywords import OPERATION, accept
 from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import (
@@ -40,6 +41,9 @@ from sbqueue.exceptions import (
     MessageLockLostError,
     SessionLockLostError,
 )
+
+if TYPE_CHECKING:
+    from sbqueue.client.lock_renewer import AutoLockRenewer
 
 __all__ = ["ServiceBusReceiver"]
 
@@ -52,7 +56,8 @@ class ServiceBusReceiver:
 
     def __init__(self, entity: Entity, *, receive_mode: ServiceBusReceiveMode,
                  max_wait_time: float | None = None, prefetch_count: int = 0,
-                 session_id: object = None) -> None:
+                 session_id: object = None,
+                 auto_lock_renewer: AutoLockRenewer | None = None) -> None:
         if prefetch_count < 0:
             raise InvalidOperationError(f"prefetch_count is {prefetch_count}; at least 0")
         self._entity = entity
@@ -65,6 +70,7 @@ class ServiceBusReceiver:
         self._lock = threading.Lock()
         self._session_id = session_id
         self._session: ServiceBusSession | None = None
+        self._renewer = auto_lock_renewer
 
     @property
     def session(self) -> ServiceBusSession | None:
@@ -79,6 +85,8 @@ class ServiceBusReceiver:
             else:
                 lock = sessions.lock(str(self._session_id))
             self._session = ServiceBusSession(sessions, lock)
+            if self._renewer is not None:
+                self._renewer.register(self, self._session)
         return self._session
 
     @property
@@ -121,6 +129,9 @@ class ServiceBusReceiver:
         if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
             for message in messages:
                 message.settled = True
+        elif self._renewer is not None and self._session_id is None:
+            for message in messages:  # a session's messages move with the session's lock
+                self._renewer.register(self, message)
         return messages
 
     def receive_messages(self, max_message_count: int | None = 1,
@@ -158,8 +169,9 @@ class ServiceBusReceiver:
 
     # -- peek ------------------------------------------------------------------------------
     def peek_messages(self, max_message_count: int = 1, *, sequence_number: int | None = None,
-                      **_: Any) -> list[ServiceBusReceivedMessage]:
+                      **kwargs: Any) -> list[ServiceBusReceivedMessage]:
         """No lock, no change, no commit (S9.1); continues after the last peeked message."""
+        accept("peek_messages", kwargs, OPERATION)
         count = min(max(1, max_message_count), MAX_PEEK)
         session = self.session.session_id if self.session is not None else None
         if sequence_number is not None:
@@ -259,8 +271,10 @@ class ServiceBusReceiver:
         check_dead_letter_text(reason, error_description)
         self._settle(message, "dead_letter", reason, error_description)
 
-    def renew_message_lock(self, message: ServiceBusReceivedMessage, **_: Any) -> datetime:
+    def renew_message_lock(self, message: ServiceBusReceivedMessage, **kwargs: Any
+                           ) -> datetime:
         """Extend the lock to now + lock duration; the new locked-until time (S6.5)."""
+        accept("renew_message_lock", kwargs, OPERATION)
         until = self._settle(message, "renew")
         assert until is not None
         return until
@@ -293,9 +307,10 @@ class ServiceBusReceiver:
                 message.locked_until_utc = result.locked_until
         return failed
 
-    def receive_deferred_messages(self, sequence_numbers: int | Sequence[int], **_: Any
+    def receive_deferred_messages(self, sequence_numbers: int | Sequence[int], **kwargs: Any
                                   ) -> list[ServiceBusReceivedMessage]:
         """The deferred messages with these numbers, locked, state still Deferred (S6.3)."""
+        accept("receive_deferred_messages", kwargs, OPERATION)
         seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(
             sequence_numbers)
         df = self._entity.receive_deferred(seqs, self._mode)
@@ -303,6 +318,9 @@ class ServiceBusReceiver:
         if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
             for message in messages:
                 message.settled = True
+        elif self._renewer is not None and self._session_id is None:
+            for message in messages:  # a session's messages move with the session's lock
+                self._renewer.register(self, message)
         return messages
 
     # -- lifetime --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 from sbqueue.client.convert import to_dataframe, utc
 from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch
+from sbqueue.core.keywords import OPERATION, accept
 from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
 from sbqueue.engine.topic import Topic
@@ -89,22 +90,24 @@ class ServiceBusSender:
         df = to_dataframe(self._entity.spark, messages)
         return self._entity.send_dataframe(df, incoming_bytes=total).send_id
 
-    def send_messages(self, message: SendInput, *, timeout: float | None = None,
-                      **_: Any) -> None:
+    def send_messages(self, message: SendInput, **kwargs: Any) -> None:
         """Store the message(s) in one commit: all of them, or none on an error (S17)."""
+        accept("send_messages", kwargs, OPERATION)
         self._send(as_list(message))
 
     def schedule_messages(self, messages: ServiceBusMessage | Sequence[ServiceBusMessage],
-                          schedule_time_utc: datetime, **_: Any) -> list[int]:
+                          schedule_time_utc: datetime, **kwargs: Any) -> list[int]:
         """Send for activation at ``schedule_time_utc``; their sequence numbers (S3.4, S8.4).
         On a topic they wait at the topic (S8.5). A time in the past activates at once
         [decided]."""
+        accept("schedule_messages", kwargs, OPERATION)
         send_id = self._send(scheduled(messages, schedule_time_utc))
         return self._entity.sequence_numbers(send_id) if send_id else []
 
-    def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **_: Any
+    def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **kwargs: Any
                                   ) -> None:
         """Remove scheduled messages not yet active; MessageNotFound otherwise (S8.4)."""
+        accept("cancel_scheduled_messages", kwargs, OPERATION)
         seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(
             sequence_numbers)
         self._entity.cancel_scheduled(seqs)

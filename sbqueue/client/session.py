@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from sbqueue.core.clock import utcnow
+from sbqueue.core.keywords import OPERATION, accept
 from sbqueue.engine.sessions import SessionLock, Sessions
 from sbqueue.exceptions import SessionLockLostError
 
@@ -52,17 +53,20 @@ class ServiceBusSession:
                 f"the lock on session {self.session_id!r} ended at "
                 f"{self._lock.locked_until} (S10.3)")
 
-    def get_state(self, **_: object) -> bytes | None:
+    def get_state(self, **kwargs: object) -> bytes | None:
         """The session state, None if never set (S10.5)."""
+        accept("get_state", kwargs, OPERATION)
         return self._sessions.get_state(self.session_id)
 
-    def set_state(self, state: bytes | str | None, **_: object) -> None:
+    def set_state(self, state: bytes | str | None, **kwargs: object) -> None:
         """Store the session state; it outlives the session's messages (S10.5)."""
+        accept("set_state", kwargs, OPERATION)
         self.check_held()
         self._sessions.set_state(self._lock, state)
 
-    def renew_lock(self, **_: object) -> datetime:
+    def renew_lock(self, **kwargs: object) -> datetime:
         """Extend the session lock by the lock duration; the new end (S10.3)."""
+        accept("renew_lock", kwargs, OPERATION)
         self.check_held()
         self._lock = self._sessions.renew(self._lock)
         return self._lock.locked_until

@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.connection import parse_endpoint
+from sbqueue.core.keywords import ADMIN_CALL, accept
 from sbqueue.core.names import (
     SUBSCRIPTIONS_SEGMENT,
     name_key,
@@ -75,8 +76,9 @@ class ServiceBusAdministrationClient:
 
     @classmethod
     def from_connection_string(
-        cls, conn_str: str, *, spark: SparkSession | None = None, **_: Any
+        cls, conn_str: str, *, spark: SparkSession | None = None, **kwargs: Any
     ) -> ServiceBusAdministrationClient:
+        accept("from_connection_string", kwargs, ADMIN_CALL)
         return cls(parse_endpoint(conn_str), spark=spark)
 
     @staticmethod
@@ -165,7 +167,8 @@ class ServiceBusAdministrationClient:
         created: QueueProperties = self.namespace.create_storage("queue", props)
         return created
 
-    def get_queue(self, queue_name: str, **_: Any) -> QueueProperties:
+    def get_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
+        accept("get_queue", kwargs, ADMIN_CALL)
         return self._definitions.get_queue(validate_entity_path(queue_name))
 
     def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any
@@ -173,18 +176,23 @@ class ServiceBusAdministrationClient:
         """Apply a changed ``QueueProperties`` (or a dict of them) plus overrides."""
         return self._update("queue", self.get_queue(self._name_of(queue)), queue, kwargs)
 
-    def delete_queue(self, queue_name: str | QueueProperties, **_: Any) -> None:
+    def delete_queue(self, queue_name: str | QueueProperties, **kwargs: Any) -> None:
+        accept("delete_queue", kwargs, ADMIN_CALL)
         name = queue_name.name if isinstance(queue_name, QueueProperties) else queue_name
         self.namespace.delete_storage("queue", validate_entity_path(name))
 
-    def list_queues(self, **_: Any) -> list[QueueProperties]:
+    def list_queues(self, **kwargs: Any) -> list[QueueProperties]:
+        accept("list_queues", kwargs, ADMIN_CALL)
         return self._definitions.list_queues()
 
-    def get_queue_runtime_properties(self, queue_name: str, **_: Any) -> QueueRuntimeProperties:
+    def get_queue_runtime_properties(self, queue_name: str, **kwargs: Any
+                                     ) -> QueueRuntimeProperties:
         """Counts and times of a queue, summed over its partitions (S16.2)."""
+        accept("get_queue_runtime_properties", kwargs, ADMIN_CALL)
         return queue_runtime(self.namespace, self.get_queue(queue_name))
 
-    def list_queues_runtime_properties(self, **_: Any) -> list[QueueRuntimeProperties]:
+    def list_queues_runtime_properties(self, **kwargs: Any) -> list[QueueRuntimeProperties]:
+        accept("list_queues_runtime_properties", kwargs, ADMIN_CALL)
         return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]
 
     # -- topics ----------------------------------------------------------------------------
@@ -194,7 +202,8 @@ class ServiceBusAdministrationClient:
         created: TopicProperties = self.namespace.create_storage("topic", props)
         return created
 
-    def get_topic(self, topic_name: str, **_: Any) -> TopicProperties:
+    def get_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
+        accept("get_topic", kwargs, ADMIN_CALL)
         found: TopicProperties = self._definitions.get(
             "topic", validate_entity_path(topic_name, "topic name"))
         return found
@@ -203,12 +212,14 @@ class ServiceBusAdministrationClient:
                      ) -> TopicProperties:
         return self._update("topic", self.get_topic(self._name_of(topic)), topic, kwargs)
 
-    def delete_topic(self, topic_name: str | TopicProperties, **_: Any) -> None:
+    def delete_topic(self, topic_name: str | TopicProperties, **kwargs: Any) -> None:
         """Delete a topic and all its subscriptions."""
+        accept("delete_topic", kwargs, ADMIN_CALL)
         name = topic_name.name if isinstance(topic_name, TopicProperties) else topic_name
         self.namespace.delete_storage("topic", validate_entity_path(name, "topic name"))
 
-    def list_topics(self, **_: Any) -> list[TopicProperties]:
+    def list_topics(self, **kwargs: Any) -> list[TopicProperties]:
+        accept("list_topics", kwargs, ADMIN_CALL)
         topics: list[TopicProperties] = self._definitions.entities("topic")
         return topics
 
@@ -228,8 +239,9 @@ class ServiceBusAdministrationClient:
             "subscription", props, {"rules": [rule.to_json()]})
         return created
 
-    def get_subscription(self, topic_name: str, subscription_name: str, **_: Any
+    def get_subscription(self, topic_name: str, subscription_name: str, **kwargs: Any
                          ) -> SubscriptionProperties:
+        accept("get_subscription", kwargs, ADMIN_CALL)
         found: SubscriptionProperties = self._definitions.get(
             "subscription", validate_short_name(subscription_name),
             validate_entity_path(topic_name, "topic name"))
@@ -242,13 +254,15 @@ class ServiceBusAdministrationClient:
         return self._update("subscription", current, subscription, kwargs)
 
     def delete_subscription(self, topic_name: str,
-                            subscription_name: str | SubscriptionProperties, **_: Any) -> None:
+                            subscription_name: str | SubscriptionProperties, **kwargs: Any) -> None:
+        accept("delete_subscription", kwargs, ADMIN_CALL)
         name = subscription_name.name if isinstance(
             subscription_name, SubscriptionProperties) else subscription_name
         self.namespace.delete_storage("subscription", validate_short_name(name),
                                       validate_entity_path(topic_name, "topic name"))
 
-    def list_subscriptions(self, topic_name: str, **_: Any) -> list[SubscriptionProperties]:
+    def list_subscriptions(self, topic_name: str, **kwargs: Any) -> list[SubscriptionProperties]:
+        accept("list_subscriptions", kwargs, ADMIN_CALL)
         topic = self.get_topic(topic_name)
         subs: list[SubscriptionProperties] = self._definitions.entities("subscription",
                                                                          topic=topic.name)
@@ -257,8 +271,9 @@ class ServiceBusAdministrationClient:
     # -- rules (S15.1-S15.7) -----------------------------------------------------------------
     def create_rule(self, topic_name: str, subscription_name: str, rule_name: str, *,
                     filter: RuleFilter | None = None, action: SqlRuleAction | None = None,
-                    **_: Any) -> RuleProperties:
+                    **kwargs: Any) -> RuleProperties:
         """Add a rule; a bad filter or action is refused here, with its position (S15.7)."""
+        accept("create_rule", kwargs, ADMIN_CALL)
         rule = RuleProperties(rule_name, filter or TrueRuleFilter(), action).check()
         self.get_subscription(topic_name, subscription_name)
 
@@ -272,7 +287,8 @@ class ServiceBusAdministrationClient:
         return rule
 
     def get_rule(self, topic_name: str, subscription_name: str, rule_name: str,
-                 **_: Any) -> RuleProperties:
+                 **kwargs: Any) -> RuleProperties:
+        accept("get_rule", kwargs, ADMIN_CALL)
         for rule in self.list_rules(topic_name, subscription_name):
             if name_key(rule.name) == name_key(rule_name):
                 return rule
@@ -281,8 +297,13 @@ class ServiceBusAdministrationClient:
             f"{topic_name!r} does not exist")
 
     def update_rule(self, topic_name: str, subscription_name: str, rule: RuleProperties,
-                    **_: Any) -> RuleProperties:
-        """Replace a rule's filter and action (checked first, S15.7)."""
+                    *, filter: RuleFilter | None = None, action: SqlRuleAction | None = None,
+                    **kwargs: Any) -> RuleProperties:
+        """Replace a rule's filter and action (checked first, S15.7); ``filter=`` and
+        ``action=`` override those of ``rule``, as in the SDK."""
+        accept("update_rule", kwargs, ADMIN_CALL)
+        rule = dataclasses.replace(rule, filter=rule.filter if filter is None else filter,
+                                   action=rule.action if action is None else action)
         rule.check()
         self.get_rule(topic_name, subscription_name, rule.name)
         self._definitions.change_rules(topic_name, subscription_name, lambda rules: [
@@ -290,14 +311,16 @@ class ServiceBusAdministrationClient:
         return rule
 
     def delete_rule(self, topic_name: str, subscription_name: str,
-                    rule_name: str | RuleProperties, **_: Any) -> None:
+                    rule_name: str | RuleProperties, **kwargs: Any) -> None:
+        accept("delete_rule", kwargs, ADMIN_CALL)
         name = rule_name.name if isinstance(rule_name, RuleProperties) else rule_name
         self.get_rule(topic_name, subscription_name, name)
         self._definitions.change_rules(topic_name, subscription_name, lambda rules: [
             r for r in rules if name_key(r.name) != name_key(name)])
 
-    def list_rules(self, topic_name: str, subscription_name: str, **_: Any
+    def list_rules(self, topic_name: str, subscription_name: str, **kwargs: Any
                    ) -> list[RuleProperties]:
+        accept("list_rules", kwargs, ADMIN_CALL)
         return self._definitions.rules(validate_entity_path(topic_name, "topic name"),
                                        validate_short_name(subscription_name))
 
@@ -320,20 +343,25 @@ class ServiceBusAdministrationClient:
             return self.get_queue(name)
         return self.get_topic(name)
 
-    def get_topic_runtime_properties(self, topic_name: str, **_: Any) -> TopicRuntimeProperties:
+    def get_topic_runtime_properties(self, topic_name: str, **kwargs: Any
+                                     ) -> TopicRuntimeProperties:
+        accept("get_topic_runtime_properties", kwargs, ADMIN_CALL)
         topic = self.get_topic(topic_name)
         return topic_runtime(self.namespace, topic, self.list_subscriptions(topic.name))
 
-    def list_topics_runtime_properties(self, **_: Any) -> list[TopicRuntimeProperties]:
+    def list_topics_runtime_properties(self, **kwargs: Any) -> list[TopicRuntimeProperties]:
+        accept("list_topics_runtime_properties", kwargs, ADMIN_CALL)
         return [self.get_topic_runtime_properties(t.name) for t in self.list_topics()]
 
     def get_subscription_runtime_properties(self, topic_name: str, subscription_name: str,
-                                            **_: Any) -> SubscriptionRuntimeProperties:
+                                            **kwargs: Any) -> SubscriptionRuntimeProperties:
+        accept("get_subscription_runtime_properties", kwargs, ADMIN_CALL)
         sub = self.get_subscription(topic_name, subscription_name)
         return subscription_runtime(self.namespace, self.get_topic(topic_name), sub)
 
-    def list_subscriptions_runtime_properties(self, topic_name: str, **_: Any
+    def list_subscriptions_runtime_properties(self, topic_name: str, **kwargs: Any
                                               ) -> list[SubscriptionRuntimeProperties]:
+        accept("list_subscriptions_runtime_properties", kwargs, ADMIN_CALL)
         return [self.get_subscription_runtime_properties(topic_name, s.name)
                 for s in self.list_subscriptions(topic_name)]
 

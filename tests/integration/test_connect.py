@@ -4,9 +4,8 @@ The server is the one in the pip ``pyspark`` (its jars hold the Connect server),
 with spark-submit and sbqueue's own properties file (``sbqueue spark-conf``: Delta's jars,
 extension and catalog). Delta's Connect plugin is not needed: sbqueue talks to Delta in SQL
 only. The client side runs as a user's program does: a fresh interpreter with
-``SPARK_REMOTE`` set, no JVM of its own. It runs twice: with the driver reading and
-committing the local folder itself (delta-rs, the default), and with every read and commit
-through the server (``SBQUEUE_DRIVER_READS=0``, as on cloud storage).
+``SPARK_REMOTE`` set, no JVM of its own, and every read and commit made by the server
+(``SBQUEUE_DRIVER_READS=0``: as on cloud storage, where the client cannot see the files).
 """
 
 from __future__ import annotations
@@ -92,15 +91,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture
+def connect_server(tmp_path: Path) -> Iterator[str]:
     """A Spark Connect server from the pip pyspark, with sbqueue's properties file."""
     import pyspark
 
     properties = subprocess.run([str(_script("sbqueue")), "spark-conf"],
                                 capture_output=True, text=True, check=True).stdout.strip()
     port = _free_port()
-    log = tmp_path_factory.mktemp("connect") / "server.log"
+    log = tmp_path / "server.log"
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     with open(log, "w") as handle:
         server = subprocess.Popen(
@@ -125,12 +124,11 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             server.kill()
 
 
-@pytest.mark.parametrize("driver_reads", ["1", "0"], ids=["driver-reads", "server-only"])
-def test_issue19_point1_sbqueue_runs_through_spark_connect(
-        connect_server: str, tmp_path: Path, driver_reads: str) -> None:
+def test_issue19_point1_sbqueue_runs_through_spark_connect(connect_server: str,
+                                                           tmp_path: Path) -> None:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "SPARK_REMOTE": connect_server, "SBQUEUE_DRIVER_READS": driver_reads}
+    env = {**os.environ, "SPARK_REMOTE": connect_server, "SBQUEUE_DRIVER_READS": "0"}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "ns"),
                            str(_script("sbqueue-forward"))], env=env,

@@ -23,12 +23,12 @@ def test_spark_submit_master_wins(tmp_path) -> None:
     result = subprocess.run(
         [str(_pyspark_home() / "bin" / "spark-submit"), "--master", "local[1]",
          "--properties-file", str(submit_properties()),
-         str(REPO / "jobs" / "demo.py"), str(tmp_path / "ns"), "200"],
+         str(REPO / "jobs" / "demo.py"), str(tmp_path / "ns"), "30"],
         capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "master=local[1]" in result.stdout
-    assert "sent=200" in result.stdout and "completed=200" in result.stdout
+    assert "sent=30" in result.stdout and "completed=30" in result.stdout
 
 
 @pytest.mark.spark

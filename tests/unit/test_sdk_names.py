@@ -67,3 +67,24 @@ def test_import_sbqueue_makes_concurrent_futures_available() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr[-2000:]
+
+
+def test_transport_keywords_are_accepted_and_misspelt_ones_refused(tmp_path: Path) -> None:
+    """Issue 20 point 3: ``max_wiat_time=5`` is a TypeError naming it, before anything
+    opens; the SDK's transport keywords are accepted and ignored."""
+    from sbqueue import ServiceBusClient
+
+    client = ServiceBusClient(str(tmp_path / "ns"), logging_enable=True, retry_total=3,
+                              uamqp_transport=False)
+    with pytest.raises(TypeError, match=r"get_queue_receiver\(\).*'max_wiat_time'"):
+        client.get_queue_receiver("q", max_wiat_time=5)
+    with pytest.raises(TypeError, match=r"get_queue_sender\(\).*'retries'"):
+        client.get_queue_sender("q", retries=2)
+    with pytest.raises(TypeError, match=r"ServiceBusClient\(\).*'bogus'"):
+        ServiceBusClient(str(tmp_path / "ns"), bogus=1)
+    admin = ServiceBusAdministrationClient.from_connection_string(
+        f"Endpoint={tmp_path / 'ns'}", api_version=ApiVersion.V2021_05)
+    with pytest.raises(TypeError, match=r"list_queues\(\).*'top'"):
+        admin.list_queues(top=5)
+    with pytest.raises(ResourceNotFoundError):
+        admin.get_queue("q", api_version="2021-05", logging_enable=True)

@@ -1,0 +1,59 @@
+"""Issue 20: SDK programs port by changing their imports (the calls written as an
+azure-servicebus program writes them)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from azure.core.exceptions import ResourceExistsError
+
+from sbqueue import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
+from sbqueue.management import RuleProperties, SqlRuleFilter
+
+pytestmark = pytest.mark.spark
+
+
+def test_issue20_point1_creating_twice_is_azure_cores_resource_exists(admin) -> None:
+    admin.create_queue("orders")
+    try:
+        admin.create_queue("orders")
+    except ResourceExistsError as exc:  # what an SDK program catches
+        assert "orders" in str(exc)
+    else:
+        pytest.fail("a second create_queue raised nothing")
+
+
+def test_issue20_point3_update_rule_applies_its_filter_keyword(admin) -> None:
+    """S15.1: ``update_rule(..., filter=...)`` overrides the rule's filter, as in the SDK
+    (it used to keep the old one silently)."""
+    admin.create_topic("t")
+    admin.create_subscription("t", "s", default_rule=RuleProperties(
+        "pick", SqlRuleFilter("color = 'red'")))
+    rule = admin.get_rule("t", "s", "pick")
+    admin.update_rule("t", "s", rule, filter=SqlRuleFilter("color = 'blue'"))
+    stored = admin.get_rule("t", "s", "pick").filter
+    assert isinstance(stored, SqlRuleFilter) and stored.sql_expression == "color = 'blue'"
+
+
+@pytest.mark.slow
+def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
+        spark, admin, namespace_root) -> None:
+    """S6.5: ``get_queue_receiver(..., auto_lock_renewer=renewer)`` registers every message
+    it hands out, so a lock shorter than the work is kept (real time: the renewer's)."""
+    # a renewal is a commit of seconds here: the renewer starts half a lock ahead
+    admin.create_queue("q", lock_duration="PT15S")
+    failures: list[object] = []
+    with ServiceBusClient(namespace_root, spark=spark) as client, AutoLockRenewer(
+            max_lock_renewal_duration=60,
+            on_lock_renew_failure=lambda m, e: failures.append(e)) as renewer:
+        client.get_queue_sender("q").send_messages(ServiceBusMessage("long work"))
+        with client.get_queue_receiver("q", max_wait_time=10,
+                                       auto_lock_renewer=renewer) as receiver:
+            [got] = receiver.receive_messages()
+            first = got.locked_until_utc
+            time.sleep(17)  # longer than the lock: only a renewal keeps it
+            assert not failures
+            assert got.locked_until_utc > first
+            receiver.complete_message(got)
+            assert receiver.peek_messages(5) == []
