@@ -3,7 +3,8 @@
 Parts (each prints one JSON line; ``--parts`` picks some):
 
 - ``single``: p50 seconds and Spark jobs of a client send of one message, a
-  ``receive_messages(1)``, a ``complete_message``, a ``schedule_messages`` of one and a
+  ``receive_messages(1)``, a ``renew_message_lock`` (a keyed UPDATE in Spark, right after
+  the receive's commit), a ``complete_message``, a ``schedule_messages`` of one and a
   ``cancel_scheduled_messages`` of one, a session receiver's ``receive_messages(1)`` and
   ``complete_message``, each interleaved with a raw one-row Delta append (1 KB body) in
   the same round; ratios to the append. ``receive`` and ``complete`` commit on the driver
@@ -90,7 +91,7 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     session = client.get_queue_receiver("sessions", session_id="s", max_wait_time=30)
     session.__enter__()
     _, raw_append = _raw(spark, root)
-    keys = ("raw_append", "send", "receive", "complete", "schedule", "cancel",
+    keys = ("raw_append", "send", "receive", "renew", "complete", "schedule", "cancel",
             "session_receive", "session_complete", "receive_merge", "complete_merge")
     later = datetime.now(timezone.utc) + timedelta(hours=1)
 
@@ -102,6 +103,8 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
             ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
             ("raw_append", raw_append),
             ("receive", lambda got=got: got.extend(receiver.receive_messages(1))),
+            ("raw_append", raw_append),
+            ("renew", lambda got=got: receiver.renew_message_lock(got[0])),
             ("raw_append", raw_append),
             ("complete", lambda got=got: receiver.complete_message(got[0])),
             ("raw_append", raw_append),

@@ -129,6 +129,9 @@ def settle_keyed(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
     first and no guard is needed; its affected-row count is the verdict. Only a settlement
     that changed nothing reads the row, to say lock lost or already settled (S6.6).
     Decision 011: 8 Spark jobs instead of the MERGE path's 20."""
+    here = _settle_here(ledger, lock, lanes, ctx)
+    if here is not None:
+        return here
     seq, token = lock
     where = (f"partition_id = {partition_of(seq)} AND lane IN "
              f"({', '.join(repr(str(x)) for x in lanes)}) AND row_type = 'm' "
@@ -146,6 +149,40 @@ def settle_keyed(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
     held = ledger.message_rows([seq], lanes).select("sequence_number").first()
     return SettleResult(lock_lost=[seq]) if held is not None else SettleResult(
         already_settled=[seq])
+
+
+def _settle_here(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
+                 ctx: SettleContext) -> SettleResult | None:
+    """``settle_keyed`` committed on the driver where the ledger allows it (decision 012,
+    step 4): the message's partition read as of one version, ``settle_valid`` and
+    ``settle_outcome`` evaluated on its row, and the lanes it leaves and enters rewritten
+    from that version (a commit since fails it: StaleRead, retried). No Spark job; None
+    where this cannot be done here (Spark's keyed DML decides)."""
+    pinned = ledger.pin() if ledger.commits_here() else None
+    if pinned is None:
+        return None
+    seq, token = lock
+    partition = partition_of(seq)
+    stored = pinned.rows({"partition_id": [partition]}, None, lambda r: True)
+    if stored is None:
+        return None
+    found = [r for r in stored if r["row_type"] == "m" and r["lane"] in lanes
+             and int(r["sequence_number"]) == seq]
+    if not found:
+        return SettleResult(already_settled=[seq])
+    row = found[0]
+    if settle_valid(ctx.now, token).evaluate(row) is not True:
+        return SettleResult(lock_lost=[seq])
+    changed = {**row, **{c: e.evaluate(row) for c, e in settle_outcome(ctx).items()
+                         if not c.startswith("_")}}
+    moved = {row["lane"], changed["lane"]}
+    rows = [r for r in stored if r["lane"] in moved and r is not row]
+    if ctx.kind != "complete":
+        rows.append(changed)
+    ledger.rewrite_here(pinned, [{"partition_id": partition, "lane": lane}
+                                 for lane in sorted(moved)], rows)
+    return SettleResult(settled=1, locked_until=ctx.renewed_until if ctx.kind == "renew"
+                        else None)
 
 
 def complete_by_records(ledger: Ledger, locks: list[tuple[int, str, datetime]], lane: str
