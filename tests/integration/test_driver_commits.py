@@ -83,3 +83,39 @@ def test_s6_1_a_record_landing_between_read_and_rewrite_is_not_lost(
         receiver.complete_message(got[0])
         rest = receiver.receive_messages(5, max_wait_time=1)
         assert [str(m) for m in rest] == sorted({"m0", "m1", "m2"} - {str(held), str(got[0])})
+
+
+def test_s6_single_settlements_commit_on_the_driver_without_spark_jobs(
+        spark: Any, admin: Any, namespace_root: str, commits_here: None) -> None:
+    """S6.5 renew, S6.4 abandon, S6.3 defer, S6.2 dead-letter of one message each: no Spark
+    job, and each row ends where the rule says (lane, lock, delivery count, reason)."""
+    admin.create_queue("q", lock_duration="PT5M")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages([ServiceBusMessage(f"m{i}")
+                                                    for i in range(3)])
+        receiver = client.get_queue_receiver("q", max_wait_time=5)
+        got = receiver.receive_messages(3)
+        while len(got) < 3 and (more := receiver.receive_messages(3 - len(got))):
+            got += more
+        by_body = {str(m): m for m in got}
+        before = by_body["m0"].locked_until_utc
+        renewed, jobs = _jobs(spark, lambda: receiver.renew_message_lock(by_body["m0"]))
+        assert jobs == 0 and renewed >= before
+        _, jobs = _jobs(spark, lambda: receiver.defer_message(by_body["m1"]))
+        assert jobs == 0
+        _, jobs = _jobs(spark, lambda: receiver.dead_letter_message(
+            by_body["m2"], reason="bad", error_description="why"))
+        assert jobs == 0
+        _, jobs = _jobs(spark, lambda: receiver.abandon_message(by_body["m0"]))
+        assert jobs == 0
+        rows = {r["sequence_number"]: r for r in receiver._entity.ledger.rows().where(
+            "row_type = 'm'").collect()}
+        assert rows[by_body["m1"].sequence_number]["state"] == "Deferred"
+        dead = rows[by_body["m2"].sequence_number]
+        assert (dead["lane"], dead["dead_letter_reason"], dead["lock_token"]) == (
+            "dlq", "bad", None)
+        back = rows[by_body["m0"].sequence_number]
+        assert (back["lane"], back["lock_token"]) == ("main", None)
+        [again] = receiver.receive_messages(1)
+        assert (str(again), again.delivery_count) == ("m0", 2)  # S5.5: returned first
+        receiver.complete_message(again)
