@@ -16,6 +16,7 @@ from sbqueue.management import EntityStatus, ServiceBusAdministrationClient
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_s1_1_queue_crud_and_persistence(admin, spark, namespace_root) -> None:
     """S1.1, S16.2: definitions persist in the namespace; an empty queue counts zero."""
     created = admin.create_queue("Orders/EU", enable_partitioning=True, lock_duration="PT30S")

@@ -39,6 +39,7 @@ def test_cli_bad_name_is_a_clear_error(spark, namespace_root) -> None:
     assert "S1.7" in str(result.exception)
 
 
+@pytest.mark.slow
 def test_cli_send_peek_receive_and_stats(spark, namespace_root, tmp_path) -> None:
     """Issue 6 CLI: send (body, --file JSON lines), peek, receive --complete, stats --json."""
     import json

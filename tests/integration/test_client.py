@@ -72,6 +72,7 @@ def test_s2_3_s2_5_properties_round_trip_and_broker_properties(admin, client) ->
         assert receiver.receive_messages(max_wait_time=0) == []
 
 
+@pytest.mark.slow
 def test_client_and_dataframe_send_the_same_messages(admin, client, spark, namespace_root
                                                      ) -> None:
     """S4.2: the same key lands on the same partition from the client and a DataFrame."""
@@ -124,6 +125,7 @@ def test_s5_4_without_prefetch_nothing_unreturned_is_locked(admin, client) -> No
             m.sequence_number for m in got)
 
 
+@pytest.mark.slow
 def test_s6_abandon_defer_dead_letter_and_renew(admin, client) -> None:
     q = _queue(admin, max_delivery_count=5)
     with client.get_queue_sender(q) as sender:
@@ -200,6 +202,7 @@ def _ledger_rows(receiver, row_type: str) -> list[int]:
                   .where(f"row_type = '{row_type}'").select("sequence_number").collect())
 
 
+@pytest.mark.slow
 def test_s6_1_a_complete_is_a_record_every_reader_honours(
         clock, admin, client, monkeypatch) -> None:
     """Decision 011: a client's complete is one blind append of a completion record. From
@@ -422,6 +425,7 @@ def test_bad_input_is_refused_with_sbqueue_errors(admin, client) -> None:
         sender.send_messages(ServiceBusMessage("no session"))
 
 
+@pytest.mark.slow
 def test_s6_5_auto_lock_renewer_keeps_locks_alive_in_one_commit_each_round(admin, client
                                                                           ) -> None:
     """Issue 18: the renewer renews every due lock of a receiver in one commit (one new
@@ -514,6 +518,7 @@ def test_s4_3_an_unkeyed_batch_is_spread_over_the_partitions(admin, client, spar
     assert sum(spread.values()) == 64 and sum(1 for n in spread.values() if n) >= 12
 
 
+@pytest.mark.slow
 def test_s14_2_s4_4_an_unavailable_partition(admin, client, spark, namespace_root) -> None:
     """S14.2, S4.4: a fenced partition refuses keyed sends and settlements; unkeyed sends
     and receives use the others; availability_status is Limited until it is released."""

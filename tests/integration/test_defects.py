@@ -93,6 +93,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_a_refused_create_leaves_no_namespace_behind(tmp_path) -> None:
     root = tmp_path / "never"
     result = _cli("queue", "create", "--namespace", str(root), "q", "lock_duration=PT1H")
@@ -100,6 +101,7 @@ def test_a_refused_create_leaves_no_namespace_behind(tmp_path) -> None:
     assert not root.exists()
 
 
+@pytest.mark.slow
 def test_a_namespace_that_is_a_file_is_one_line(tmp_path) -> None:
     afile = tmp_path / "file"
     afile.write_text("x")

@@ -9,6 +9,7 @@ from sbqueue.demo import run_demo
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_demo_moves_every_message_through_the_storage_layer(spark, namespace_root) -> None:
     report = run_demo(namespace_root, messages=400, batch=200)
     assert report.sent == report.received == report.completed == 400

@@ -33,6 +33,7 @@ def _ids(entity) -> list[str]:
     return sorted(r.message_id for r in entity.messages().select("message_id").collect())
 
 
+@pytest.mark.slow
 def test_s11_2_duplicates_in_a_batch_across_sends_and_after_completion(dd, spark) -> None:
     client, entity = dd
     with client.get_queue_sender("dd") as sender:

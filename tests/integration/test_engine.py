@@ -41,6 +41,7 @@ def test_s3_1_s4_2_sequence_numbers_and_routing(queue, spark) -> None:
     assert len(by_partition) == 16  # S4.3: unkeyed messages are spread
 
 
+@pytest.mark.slow
 def test_s5_peek_lock_receive_complete_abandon(queue, spark) -> None:
     """S5.2, S5.3, S5.4, S6.1, S6.2, S6.6, S6.7, S7.1: the peek-lock cycle and the DLQ."""
     queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
@@ -76,6 +77,7 @@ def test_s5_1_receive_and_delete(queue, spark) -> None:
     assert queue.counts()["total"] == 0
 
 
+@pytest.mark.slow
 def test_s6_3_s6_4_defer_and_dead_letter(queue, spark) -> None:
     """S6.3, S6.4, S5.6: deferred messages leave normal receive; dead-letter reasons."""
     queue.send_dataframe(spark.range(32).selectExpr("CAST(id AS STRING) AS body"))

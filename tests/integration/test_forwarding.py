@@ -29,6 +29,7 @@ def _rows(admin: object, path: str) -> list[dict[str, object]]:
     return [r.asDict() for r in view.orderBy("sequence_number").collect()]
 
 
+@pytest.mark.slow
 def test_s13_2_s3_3_forwarded_messages_keep_properties_get_new_numbers(
         admin, spark, namespace_root) -> None:
     admin.create_queue("dest", enable_partitioning=True)
@@ -61,6 +62,7 @@ def test_s13_2_s3_3_forwarded_messages_keep_properties_get_new_numbers(
     assert Forwarder(admin.namespace, "src").step().forwarded == 0  # nothing left
 
 
+@pytest.mark.slow
 def test_s13_3_the_fifth_hop_goes_to_the_transfer_dead_letter_queue(admin, spark,
                                                                      namespace_root) -> None:
     names = [f"hop{i}" for i in range(6)]
@@ -89,6 +91,7 @@ def test_s13_3_the_fifth_hop_goes_to_the_transfer_dead_letter_queue(admin, spark
         receiver.complete_message(got[0])
 
 
+@pytest.mark.slow
 def test_s13_3_a_missing_or_disabled_destination_transfer_dead_letters(
         admin, spark, namespace_root) -> None:
     admin.create_queue("gone")
@@ -110,6 +113,7 @@ def test_s13_3_a_missing_or_disabled_destination_transfer_dead_letters(
     assert _rows(admin, "off") == []
 
 
+@pytest.mark.slow
 def test_s13_1_dead_letters_and_subscriptions_forward_to_queues_and_topics(
         admin, spark, namespace_root) -> None:
     admin.create_queue("audit")

@@ -81,6 +81,7 @@ def test_jobs_refuse_bad_input_in_one_line(admin, namespace_root, tmp_path, caps
     assert not (tmp_path / "nowhere").exists()  # a typo creates no namespace
 
 
+@pytest.mark.slow
 def test_forward_job_loops_with_an_interval(admin, spark, namespace_root, capsys) -> None:
     admin.create_queue("b")
     admin.create_queue("a", forward_to="b")
@@ -124,6 +125,7 @@ def test_enqueue_sends_a_path_with_a_mapping_once(admin, spark, namespace_root, 
     assert "colour=id" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_dequeue_writes_the_sink_once_then_settles(admin, spark, namespace_root, tmp_path,
                                                    capsys) -> None:
     admin.create_queue("work", max_delivery_count=1)
@@ -161,6 +163,7 @@ def test_dequeue_with_sql(admin, spark, namespace_root, tmp_path, capsys) -> Non
     assert [r["n"] for r in spark.read.format("delta").load(sink).collect()] == [1]
 
 
+@pytest.mark.slow
 def test_resubmit_moves_the_selected_dead_letters_once(admin, spark, namespace_root,
                                                        capsys) -> None:
     admin.create_queue("jobs")
@@ -190,6 +193,7 @@ def test_resubmit_moves_the_selected_dead_letters_once(admin, spark, namespace_r
     assert "no_such_column" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_cli_runs_the_forward_and_maintain_jobs(admin, spark, namespace_root) -> None:
     from click.testing import CliRunner
 

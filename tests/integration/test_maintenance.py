@@ -20,6 +20,7 @@ def _later(**delta: float) -> datetime:
     return datetime.now(timezone.utc) + timedelta(**delta)
 
 
+@pytest.mark.slow
 def test_s8_2_s8_3_expired_messages_leave_unless_locked(
         clock, admin, spark, namespace_root) -> None:
     admin.create_queue("keep", dead_lettering_on_message_expiration=True,
@@ -43,6 +44,7 @@ def test_s8_2_s8_3_expired_messages_leave_unless_locked(
     assert admin.namespace.entity("drop").counts()["total"] == 0  # dropped
 
 
+@pytest.mark.slow
 def test_s16_3_entities_idle_past_auto_delete_on_idle_are_deleted(admin, namespace_root
                                                                  ) -> None:
     five = timedelta(minutes=5)
@@ -60,6 +62,7 @@ def test_s16_3_entities_idle_past_auto_delete_on_idle_are_deleted(admin, namespa
     assert {r.path for r in last if r.deleted} == {"news"}
 
 
+@pytest.mark.slow
 def test_passed_segments_are_dropped_and_ingest_goes_on(admin, spark, namespace_root) -> None:
     admin.create_queue("q", enable_partitioning=True)
     admin.create_topic("t", enable_partitioning=True)
@@ -84,6 +87,7 @@ def test_passed_segments_are_dropped_and_ingest_goes_on(admin, spark, namespace_
     assert sub.receive_dataframe(100).count() == 1
 
 
+@pytest.mark.slow
 def test_maintenance_beside_busy_senders_and_receivers_loses_nothing(
         admin, spark, namespace_root) -> None:
     admin.create_queue("busy", enable_partitioning=True, lock_duration=timedelta(minutes=5))

@@ -18,6 +18,7 @@ def test_the_readme_has_python_examples() -> None:
     assert BLOCKS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index: int, spark, tmp_path: Path, capsys) -> None:
     """Each block runs in a fresh folder (its namespace is ``sbqueue-data`` there)."""

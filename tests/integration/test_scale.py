@@ -50,6 +50,7 @@ def test_s14_1_a_receive_commits_only_the_partitions_it_changes(admin, spark,
     assert _last_commit_partitions(queue.ledger_path) == {partition}  # settle: its own only
 
 
+@pytest.mark.slow
 def test_s14_1_threads_spread_and_every_message_is_handed_out_once(admin, spark,
                                                                    namespace_root) -> None:
     """4 consumer threads, peek-lock + complete, until the queue is empty: nothing lost, no
@@ -91,6 +92,7 @@ def test_s14_1_threads_spread_and_every_message_is_handed_out_once(admin, spark,
     assert queue.counts()["total"] == 0
 
 
+@pytest.mark.slow
 def test_s5_2_a_slow_commit_does_not_eat_the_lock(admin, spark, namespace_root,
                                                   monkeypatch) -> None:
     """A commit made 3 s slower. Every receive leaves at least the lock duration minus the

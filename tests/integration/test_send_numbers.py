@@ -20,6 +20,7 @@ def view_numbers(entity, send_id: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+@pytest.mark.slow
 def test_s3_4_a_schedules_numbers_from_the_heads_match_the_view(spark, admin,
                                                                  namespace_root) -> None:
     from sbqueue import ServiceBusClient, ServiceBusMessage

@@ -46,6 +46,7 @@ def _send(client, queue: str, sessions: dict[str, int]) -> None:
         sender.send_messages(batch)
 
 
+@pytest.mark.slow
 def test_s10_1_s4_1_session_messages_are_pinned_and_need_a_session_id(admin, client,
                                                                        spark) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
@@ -75,6 +76,7 @@ def test_s10_2_receivers_must_match_the_queue(admin, client) -> None:
         client.namespace.entity("plain").receive_sessions_dataframe(1, 1)
 
 
+@pytest.mark.slow
 def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(clock, admin, client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True,
                        lock_duration=timedelta(seconds=5))
@@ -107,6 +109,7 @@ def test_s10_2_s10_3_one_holder_renew_release_and_lock_lost(clock, admin, client
             second.session.renew_lock()
 
 
+@pytest.mark.slow
 def test_s10_3_s6_1_a_completed_session_message_stays_completed_across_renew_and_release(
         admin, client) -> None:
     """A session message's complete is a completion record (decision 011). Renewing the
@@ -128,6 +131,7 @@ def test_s10_3_s6_1_a_completed_session_message_stays_completed_across_renew_and
         assert [str(m) for m in second.receive_messages(3, max_wait_time=5)] == ["a-2"]
 
 
+@pytest.mark.slow
 def test_s10_3_s6_1_a_release_waits_for_the_complete_in_flight(admin, client,
                                                                monkeypatch) -> None:
     """Closing a session receiver while another thread completes one of its messages: the
@@ -167,6 +171,7 @@ def test_s10_3_s6_1_a_release_waits_for_the_complete_in_flight(admin, client,
         assert [str(m) for m in second.receive_messages(2, max_wait_time=5)] == ["a-1"]
 
 
+@pytest.mark.slow
 def test_s10_2_next_available_session_then_operation_timeout(admin, client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
     _send(client, "sq", {"a": 1, "b": 1})
@@ -200,6 +205,7 @@ def test_s10_4_strict_order_within_a_session_abandoned_first(admin, client) -> N
         assert {m.session_id for m in peeked} == {"a"}
 
 
+@pytest.mark.slow
 def test_s10_5_s10_6_state_outlives_the_messages_and_sessions_are_listed(admin,
                                                                          client) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
@@ -222,6 +228,7 @@ def test_s10_5_s10_6_state_outlives_the_messages_and_sessions_are_listed(admin,
     assert [(r.session_id, bytes(r.state)) for r in states.collect()] == [("a", b"\x00done")]
 
 
+@pytest.mark.slow
 def test_s10_3_auto_lock_renewer_keeps_a_session(admin, client) -> None:
     # A renewal is a few Spark jobs (seconds here): the renewer starts half a lock ahead.
     admin.create_queue("sq", requires_session=True, lock_duration=timedelta(seconds=20))
@@ -237,6 +244,7 @@ def test_s10_3_auto_lock_renewer_keeps_a_session(admin, client) -> None:
     assert failures == []
 
 
+@pytest.mark.slow
 def test_s10_dataframe_session_job_in_order_with_state(admin, client, spark) -> None:
     admin.create_queue("sq", requires_session=True, enable_partitioning=True)
     _send(client, "sq", {"a": 4, "b": 3, "c": 2})

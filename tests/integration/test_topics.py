@@ -53,6 +53,7 @@ def _drain(client, sub: str) -> list:
     return got
 
 
+@pytest.mark.slow
 def test_s15_1_s15_2_classic_scenario(admin, client) -> None:
     _classic(admin)
     assert [r.name for r in admin.list_rules("colors", "all")] == ["$Default"]
@@ -141,6 +142,7 @@ def test_s15_7_rules_admin_refuses_bad_rules(admin) -> None:
         admin.get_rule("t", "s", "$Default")
 
 
+@pytest.mark.slow
 def test_s10_1_session_subscription_dead_letters_a_copy_without_session(admin, client
                                                                         ) -> None:
     admin.create_topic("t")
@@ -165,6 +167,7 @@ def test_s10_1_session_subscription_dead_letters_a_copy_without_session(admin, c
             "in-session", "no-session"]
 
 
+@pytest.mark.slow
 def test_s10_1_s7_3_a_sessionless_copy_is_dead_lettered_as_the_send_returns(
         admin, client, spark, namespace_root) -> None:
     """Only the dead-letter side is read: no receive on the subscription comes first, so
@@ -215,6 +218,7 @@ def test_a_subscription_is_not_sendable_and_a_topic_not_receivable(admin, client
         ns.entity("t")
 
 
+@pytest.mark.slow
 def test_s8_5_scheduled_topic_messages_wait_at_the_topic(clock, admin, client) -> None:
     from datetime import datetime, timedelta, timezone
 
