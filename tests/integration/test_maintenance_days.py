@@ -1,4 +1,4 @@
-"""40 simulated days of traffic and maintenance (issue 9): the maintenance clock is
+"""15 simulated days of traffic and maintenance (issue 9): the maintenance clock is
 injected (a day a step), and Delta's log retention is simulated by removing the commits
 older than the newest checkpoint each day, as Delta's log cleanup does once they are older
 than ``delta.logRetentionDuration``. Partitions keep a backlog whose cursors fall behind
@@ -16,7 +16,7 @@ from sbqueue.engine.maintain import Maintainer
 from sbqueue.store.delta import earliest_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-DAYS = 40
+DAYS = 15
 
 
 def expire_log(table: str) -> None:
@@ -39,7 +39,7 @@ def _send(queue, spark, ids: list[str], ttl: float | None) -> None:  # type: ign
         rows, "message_id string, body string, time_to_live double"))
 
 
-def test_forty_days_of_traffic_and_maintenance(admin, spark) -> None:  # type: ignore[no-untyped-def]
+def test_fifteen_days_of_traffic_and_maintenance(admin, spark) -> None:  # type: ignore[no-untyped-def]
     admin.create_queue("daily", enable_partitioning=True,
                        dead_lettering_on_message_expiration=True)
     queue = admin.namespace.entity("daily")
