@@ -1,10 +1,11 @@
 """The one clock every lock, schedule, time to live, lease and duplicate window reads.
 
 Service Bus rules are about time passing: a lock runs out, a scheduled message comes due,
-a message expires. They all read ``utcnow()`` here, and nothing in the engine asks Spark's
-``current_timestamp()``, so a test (or a replay) can move this clock forward instead of
-sleeping. Waits that are really about elapsed time (a receive's ``max_wait_time``, backoff
-between retries) use ``time.monotonic`` and are not moved.
+a message expires. They all read ``utcnow()`` here (inside a Spark query,
+``engine.columns.now_column()``, moved as far as this clock), so a test (or a replay) can
+move this clock forward instead of sleeping. Waits that are really about elapsed time (a
+receive's ``max_wait_time``, backoff between retries) use ``time.monotonic`` and are not
+moved.
 """
 
 from __future__ import annotations

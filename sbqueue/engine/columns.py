@@ -18,10 +18,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
+from sbqueue.core import clock
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
 from sbqueue.core.sequence import COUNTER_BITS
 
-__all__ = ["project", "sequence_column", "sql_literal", "to_column", "to_sql", "values_frame"]
+__all__ = ["now_column", "project", "sequence_column", "sql_literal", "to_column", "to_sql",
+           "values_frame"]
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
@@ -131,3 +133,13 @@ def project(df: DataFrame, outcome: Mapping[str, Expr], types: Mapping[str, Data
 def sequence_column(partition: Column, counter: Column) -> Column:
     """``core.sequence.sequence_of`` as a Spark column."""
     return F.shiftleft(partition.cast("long"), COUNTER_BITS) + counter
+
+
+def now_column() -> Column:
+    """The engine clock's now inside a query (``core.clock``): Spark's
+    ``current_timestamp()``, fixed when the query runs (as a commit's time should be, not
+    when its DataFrame was built), moved as far as the clock was moved."""
+    moved = clock.offset().total_seconds()
+    now = F.current_timestamp()
+    return now if not moved else now + F.make_dt_interval(secs=F.lit(moved))
+

@@ -29,12 +29,11 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from sbqueue.core.clock import utcnow
 from sbqueue.core.durations import is_never
 from sbqueue.core.properties import QueueProperties, TopicProperties
 from sbqueue.core.routing import key_expr, partitions_for
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
-from sbqueue.engine.columns import to_column
+from sbqueue.engine.columns import now_column, to_column
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.schema import INBOX_SCHEMA, MESSAGE_FIELDS, SEGMENT_SECONDS
 from sbqueue.exceptions import (
@@ -264,7 +263,7 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
     problem = _first_problem(props, cols, header)
     cols["body"] = F.when(problem.isNull(), cols["body"]).otherwise(
         F.raise_error(F.concat(F.lit(_MARK), problem)).cast(BinaryType()))
-    now = F.lit(utcnow()).cast("timestamp")
+    now = now_column()
     ttl_ms = cols["time_to_live_ms"]
     if not is_never(props.default_message_time_to_live):  # S8.1: capped by the entity
         cap = int(props.default_message_time_to_live.total_seconds() * 1000)

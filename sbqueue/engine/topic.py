@@ -22,6 +22,7 @@ from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties, TopicProperties
 from sbqueue.core.rules import RuleProperties
 from sbqueue.core.sequence import counter_of, partition_of, sequence_of
+from sbqueue.engine.columns import now_column
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
@@ -101,7 +102,7 @@ def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
 
     # A message matching nothing is dropped, unless it is scheduled: its plain row then
     # stays at the topic until due (S8.5), giving it a topic sequence number.
-    future = F.coalesce(F.col("scheduled_enqueue_time_utc") > F.lit(utcnow()),
+    future = F.coalesce(F.col("scheduled_enqueue_time_utc") > now_column(),
                         F.lit(False))
     structs = [F.when((F.size(targets) > 0) | future,
                       copy_struct({"targets": targets, "batch_index": base}))]

@@ -29,11 +29,11 @@ def test_s8_2_s8_3_expired_messages_leave_unless_locked(
     with ServiceBusClient(namespace_root, spark=spark) as client:
         for name in ("keep", "drop"):
             client.get_queue_sender(name).send_messages(
-                [ServiceBusMessage(f"{name}{i}", time_to_live=timedelta(seconds=3))
+                [ServiceBusMessage(f"{name}{i}", time_to_live=timedelta(seconds=30))
                  for i in range(2)])
         with client.get_queue_receiver("keep", max_wait_time=5) as receiver:
             [held] = receiver.receive_messages(1)
-            clock.advance(4)  # both expire; one is locked by this receiver
+            clock.advance(31)  # both expire; one is locked by this receiver
             reports = Maintainer(admin.namespace, vacuum=False).run(["keep", "drop"])
             assert all(r.cursor_commits >= 1 for r in reports)
             keep = admin.namespace.entity("keep").counts()
