@@ -46,7 +46,7 @@ def test_issue5_point3_receive_is_deterministic_under_hash_seeds(tmp_path) -> No
     procs = {seed: subprocess.Popen(
         [sys.executable, str(script), str(tmp_path / f"ns-{seed}")],
         env={**os.environ, "PYTHONHASHSEED": seed}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True) for seed in ("0", "1", "4242")}
+        stderr=subprocess.PIPE, text=True) for seed in ("0", "4242")}
     outcomes = {}
     for seed, proc in procs.items():
         out, err = proc.communicate(timeout=900)
