@@ -24,7 +24,7 @@ def _later(**delta: float) -> datetime:
 def test_s8_2_s8_3_expired_messages_leave_unless_locked(
         clock, admin, spark, namespace_root) -> None:
     admin.create_queue("keep", dead_lettering_on_message_expiration=True,
-                       lock_duration=timedelta(seconds=90))
+                       lock_duration=timedelta(minutes=5))
     admin.create_queue("drop")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         for name in ("keep", "drop"):
