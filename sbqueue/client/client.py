@@ -20,7 +20,7 @@ from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import ServiceBusSender
 from sbqueue.client.transaction import ServiceBusTransaction
 from sbqueue.core.connection import parse_endpoint
-from sbqueue.core.keywords import CLIENT_TRANSPORT, LINK, accept
+from sbqueue.core.keywords import CLIENT_TRANSPORT, LINK, OPERATION, accept
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.engine.namespace import Namespace
@@ -137,13 +137,15 @@ class ServiceBusClient:
                                   max_wait_time=max_wait_time, prefetch_count=prefetch_count,
                                   session_id=session_id, auto_lock_renewer=renewer)
 
-    def list_queue_sessions(self, queue_name: str, **_: Any) -> list[str]:
+    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> list[str]:
         """The ids of the queue's sessions that have messages or a state (S10.6)."""
+        accept("list_queue_sessions", kwargs, OPERATION)
         return self.namespace.entity(queue_name).sessions.list_ids()
 
     def list_subscription_sessions(self, topic_name: str, subscription_name: str,
-                                   **_: Any) -> list[str]:
+                                   **kwargs: Any) -> list[str]:
         """The ids of the subscription's sessions that have messages or a state (S10.6)."""
+        accept("list_subscription_sessions", kwargs, OPERATION)
         path = f"{topic_name}/{SUBSCRIPTIONS_SEGMENT}/{subscription_name}"
         return self.namespace.entity(path).sessions.list_ids()
 

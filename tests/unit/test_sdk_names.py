@@ -88,3 +88,12 @@ def test_transport_keywords_are_accepted_and_misspelt_ones_refused(tmp_path: Pat
         admin.list_queues(top=5)
     with pytest.raises(ResourceNotFoundError):
         admin.get_queue("q", api_version="2021-05", logging_enable=True)
+
+
+def test_listing_sessions_refuses_a_keyword_it_would_not_honour(tmp_path: Path) -> None:
+    """``state_updated_after`` is not implemented: refused, not silently ignored."""
+    from sbqueue import ServiceBusClient
+
+    client = ServiceBusClient(str(tmp_path / "ns"))
+    with pytest.raises(TypeError, match=r"list_queue_sessions\(\).*'state_updated_after'"):
+        client.list_queue_sessions("q", state_updated_after=None)
