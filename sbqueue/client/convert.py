@@ -38,7 +38,7 @@ from sbqueue.client.message import (
 )
 from sbqueue.core.sizes import STRING_PROPERTIES
 
-__all__ = ["to_dataframe", "to_received", "utc"]
+__all__ = ["to_dataframe", "to_outgoing", "to_received", "utc"]
 
 _VALUE = StructType([
     StructField("k", StringType()),  # which field holds the value
@@ -103,6 +103,25 @@ def _fields(message: ServiceBusMessage) -> dict[str, Any]:
         "scheduled_enqueue_time_utc": utc(message.scheduled_enqueue_time_utc),
         "props": None if props is None else {k: _typed(v) for k, v in props.items()},
     }
+
+
+def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:
+    """The messages as a send made on the driver takes them (``engine.send_small``); gives
+    each a message id first (S2.6)."""
+    out = []
+    for message in messages:
+        message.validate()
+        if message.message_id is None:
+            message.message_id = uuid.uuid4().hex
+        props = message.application_properties
+        out.append({
+            "body": message.body_bytes,
+            **{name: getattr(message, name) for name in STRING_PROPERTIES},
+            "time_to_live": message.time_to_live,
+            "scheduled_enqueue_time_utc": utc(message.scheduled_enqueue_time_utc),
+            "application_properties": None if props is None else dict(props),
+        })
+    return out
 
 
 def to_dataframe(spark: SparkSession, messages: Sequence[ServiceBusMessage]) -> DataFrame:

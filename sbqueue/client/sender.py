@@ -11,7 +11,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from sbqueue.client.convert import to_dataframe, utc
+from sbqueue.client.convert import to_dataframe, to_outgoing, utc
 from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch
 from sbqueue.core.keywords import OPERATION, accept
 from sbqueue.core.sizes import batch_limit
@@ -87,8 +87,12 @@ class ServiceBusSender:
             raise MessageSizeExceededError(
                 f"{len(messages)} messages of {total} bytes in all exceed the batch limit of "
                 f"{self._batch_bytes} bytes; send them in several batches (S2.4)")
-        df = to_dataframe(self._entity.spark, messages)
-        return self._entity.send_dataframe(df, incoming_bytes=total).send_id
+        entity = self._entity
+        if isinstance(entity, Entity):  # a queue: on the driver where it can be
+            return entity.send_messages(to_outgoing(messages), total,
+                                        lambda: to_dataframe(entity.spark, messages)).send_id
+        return entity.send_dataframe(to_dataframe(entity.spark, messages),
+                                     incoming_bytes=total).send_id
 
     def send_messages(self, message: SendInput, **kwargs: Any) -> None:
         """Store the message(s) in one commit: all of them, or none on an error (S17)."""

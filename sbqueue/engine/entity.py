@@ -11,8 +11,10 @@ conflicting. Why this layout: docs/decisions/004-cursor-layout.md.
 from __future__ import annotations
 
 import math
+import random
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -30,6 +32,7 @@ from sbqueue.core.properties import (
     SubscriptionProperties,
     TopicProperties,
 )
+from sbqueue.core.routing import RoundRobin
 from sbqueue.core.sequence import counter_of, partition_of
 from sbqueue.core.sizes import check_dead_letter_text, entity_limit
 from sbqueue.core.subqueues import SubQueue
@@ -59,6 +62,7 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
+from sbqueue.engine.send_small import SMALL, Outgoing, inbox_rows, result_of
 from sbqueue.engine.sessions import Sessions, SessionStateResult
 from sbqueue.engine.settle import (
     Applied,
@@ -115,6 +119,8 @@ class Entity:
         self.board = board_for(self.ledger.path, self.partitions)
         self._held: tuple[int, float] = (0, -math.inf)  # bytes held, when read (S1.6)
         self.fenced: frozenset[int] = frozenset()  # unavailable partitions (S14.2)
+        # Unkeyed client sends, round robin from a random partition (S4.3).
+        self._spread = RoundRobin(self.partitions, random.randrange(max(1, self.partitions)))
         self._records: bool | None = None  # completes as records (``records_allowed``)
 
     @property
@@ -177,19 +183,28 @@ class Entity:
         size quota (S1.6); ``send_id``: a transaction's (decision 008) or, ``forwarded``,
         a forwarding step's batch; ``idempotent``: at most once per send id (decision
         010)."""
-        if self.sub_queue.is_dead_letter:
-            raise InvalidOperationError(
-                f"{self.name}/{self.sub_queue.view_name}: nothing can be sent to a "
-                "dead-letter queue (S7.2)")
-        if not isinstance(self.props, QueueProperties):
-            raise InvalidOperationError(
-                f"{self.name}: a subscription receives what its topic's rules give it; send "
-                "to the topic (S15.2)")
-        self.check_status("send")
+        props = self._check_sendable()
         self._check_quota(incoming_bytes)
-        result = send_dataframe(df, self.props, self.inbox, round_robin_start,
+        result = send_dataframe(df, props, self.inbox, round_robin_start,
                                 self.fenced, send_id, forwarded=forwarded,
                                 idempotent=idempotent)
+        self._held = (self._held[0] + result.size_in_bytes, self._held[1])
+        return result
+
+    def send_messages(self, messages: Sequence[Outgoing], incoming_bytes: int,
+                      as_dataframe: Callable[[], DataFrame]) -> SendResult:
+        """A client send: decided and committed on the driver where the inbox is local and
+        the send small (``engine.send_small``, no Spark job); else ``as_dataframe()`` sent
+        as a DataFrame. The same rows either way."""
+        if len(messages) > SMALL or not self.inbox.commits_here():
+            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
+        props = self._check_sendable()
+        self._check_quota(incoming_bytes)
+        send_id = uuid.uuid4().hex
+        rows = inbox_rows(messages, props, self.fenced, self._spread, send_id)
+        if not self.inbox.append_small(rows, send_id):
+            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
+        result = result_of(rows, send_id)
         self._held = (self._held[0] + result.size_in_bytes, self._held[1])
         return result
 
@@ -200,6 +215,20 @@ class Entity:
         if down:
             raise PartitionUnavailableError(
                 f"{self.path}: partition(s) {down} are unavailable; {operation} refused (S14.2)")
+
+    def _check_sendable(self) -> QueueProperties:
+        """S7.2, S15.2: only a queue's main queue takes sends, when its status allows them;
+        the queue's properties."""
+        if self.sub_queue.is_dead_letter:
+            raise InvalidOperationError(
+                f"{self.name}/{self.sub_queue.view_name}: nothing can be sent to a "
+                "dead-letter queue (S7.2)")
+        if not isinstance(self.props, QueueProperties):
+            raise InvalidOperationError(
+                f"{self.name}: a subscription receives what its topic's rules give it; send "
+                "to the topic (S15.2)")
+        self.check_status("send")
+        return self.props
 
     def _check_quota(self, incoming_bytes: int) -> None:
         """S1.6: refuse a send once the entity holds its maximum size. The size is read at

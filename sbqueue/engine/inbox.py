@@ -8,16 +8,24 @@ Delta table itself.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_SCHEMA
 from sbqueue.store.delta import Table
+from sbqueue.store.documents import local_path
+from sbqueue.store.tracked import Unsupported, append_tracked, arrow_schema
 
 __all__ = ["COMMIT_VERSION", "Inbox"]
 
 # The commit that appended a row (Delta row tracking): the inbox's commit order.
 COMMIT_VERSION = "_metadata.row_commit_version"
+_STATS = INBOX_PROPERTIES["delta.dataSkippingStatsColumns"].split(",")
+log = logging.getLogger("sbqueue.engine")
 
 
 class Inbox(Table):
@@ -25,6 +33,21 @@ class Inbox(Table):
 
     def create_empty(self) -> None:
         self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES)
+
+    def append_small(self, rows: list[dict[str, Any]], tag: str) -> bool:
+        """Append prepared rows in one commit made on the driver (``store.tracked``, no
+        Spark job); False, with nothing committed, where it cannot be made here: the caller
+        appends with Spark."""
+        if not self.commits_here():
+            return False
+        try:
+            table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
+            append_tracked(str(local_path(self.path)), table, ["partition_id", "segment"],
+                           tag, _STATS)
+        except (Unsupported, OSError, ValueError, pa.ArrowException) as exc:
+            log.debug("driver send fell back to Spark: %r", exc)
+            return False
+        return True
 
     def of_send(self, send_id: str) -> DataFrame:
         """The rows one send appended."""

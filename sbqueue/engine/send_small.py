@@ -1,0 +1,156 @@
+"""A client send decided and committed on the driver: no Spark job (decision 015).
+
+A client send is a few messages the caller holds in Python. Through Spark it cost a local
+DataFrame, a job for the checks and routing, and a row-tracking append (two jobs, 4-6x a
+raw append). Here the same inbox rows are made in Python and appended by
+``store.tracked`` (one Parquet file per partition and one commit file, 10-30 ms).
+
+The rows are ``engine.send.prepare_send``'s, field for field: the same checks in the same
+order with the same texts (S2.2, S2.4, S10.1, S4.4, S14.2), the same size (the body plus
+the UTF-8 bytes of the string properties and of the properties' JSON), the same time to
+live capped by the entity and counted from activation (S8.1, S8.4), the same key and
+partition (S4.1, S4.2). ``tests/integration/test_send_small.py`` holds the two paths to
+that row for row. Unkeyed messages are spread round robin over the available partitions
+(S4.3), so single sends of one process visit every partition in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sbqueue.core.clock import utcnow
+from sbqueue.core.durations import is_never
+from sbqueue.core.properties import QueueProperties
+from sbqueue.core.routing import RoundRobin, partition_for, routing_key
+from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
+from sbqueue.engine.schema import SEGMENT_SECONDS
+from sbqueue.engine.send import SendResult
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessageSizeExceededError,
+    PartitionUnavailableError,
+)
+from sbqueue.store.variant import encode_object, to_json
+
+__all__ = ["SMALL", "Outgoing", "inbox_rows", "result_of"]
+
+SMALL = 200  # messages a send makes on the driver at most; more: one Spark job
+Outgoing = Mapping[str, Any]  # body (bytes), STRING_PROPERTIES, time_to_live,
+# scheduled_enqueue_time_utc (aware), application_properties (a dict of S2.3 values)
+_IDS = ("message_id", "session_id", "partition_key", "reply_to_session_id")
+
+
+def _micros(value: timedelta) -> int:
+    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+
+
+def _problem(message: Outgoing, props: QueueProperties, header: int, size: int) -> str | None:
+    """The first rule the message breaks, in ``send._first_problem``'s order and words."""
+    for name in _IDS:
+        value = message.get(name)
+        if value is not None and len(value) > MAX_ID_LENGTH:
+            return (f"{name} is longer than {MAX_ID_LENGTH} characters: {value[:40]} (S2.2)")
+    key, session = message.get("partition_key"), message.get("session_id")
+    if key is not None and session is not None and key != session:
+        return f"partition_key {key} differs from session_id {session} (S2.2)"
+    if props.requires_session and session is None:
+        return (f"queue {props.name} requires sessions; message {message['message_id']} has "
+                "no session_id (S10.1)")
+    limit = message_limit(props.max_message_size_in_kilobytes)
+    if size > limit:
+        return (f"MessageSizeExceeded: message {message['message_id']} is {size} bytes; at "
+                f"most {limit} (S2.4)")
+    if header > HEADER_LIMIT:
+        return (f"MessageSizeExceeded: header of message {message['message_id']} exceeds "
+                "64 KB (S2.4)")
+    return None
+
+
+def _refuse(problem: str) -> Exception:
+    if problem.startswith("MessageSizeExceeded: "):
+        return MessageSizeExceededError(problem.split(": ", 1)[1])
+    if problem.startswith("PartitionUnavailable: "):
+        return PartitionUnavailableError(problem.split(": ", 1)[1])
+    return InvalidOperationError(problem)
+
+
+def _time_to_live_ms(message: Outgoing) -> int | None:
+    """The message's own time to live in ms, truncated (S8.1); None: the entity's."""
+    ttl = message.get("time_to_live")
+    if ttl is None:
+        return None
+    micros = _micros(ttl)
+    return micros // 1000 if micros >= 0 else -((-micros) // 1000)
+
+
+def _lives_ms(own_ms: int | None, props: QueueProperties) -> int | None:
+    """How long the message lives: its own time to live capped by the entity's (S8.1)."""
+    if is_never(props.default_message_time_to_live):
+        return own_ms
+    cap = int(props.default_message_time_to_live.total_seconds() * 1000)
+    return cap if own_ms is None else min(own_ms, cap)
+
+
+def _partition(message: Outgoing, props: QueueProperties, available: list[int],
+               fenced: frozenset[int], spread: RoundRobin) -> int:
+    """The key's partition (S4.1, S4.2), refused when unavailable (S4.4); else the next
+    available partition round robin (S4.3)."""
+    n = props.partition_count
+    key = routing_key(message.get("session_id"), message.get("partition_key"),
+                      message.get("message_id"), props.requires_duplicate_detection)
+    if n > 1 and key is not None:
+        routed = partition_for(key, n)
+        if routed in fenced:
+            raise _refuse(f"PartitionUnavailable: a message keyed {key} routes to unavailable "
+                          f"partition {routed} (S4.4)")
+        return routed
+    return available[spread.take(1)[0] % len(available)]
+
+
+def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: frozenset[int],
+               spread: RoundRobin, send_id: str) -> list[dict[str, Any]]:
+    """The inbox rows of ``messages`` (``prepare_send``'s), or the first rule one breaks
+    raised as the Spark send raises it; nothing is stored either way."""
+    available = [p for p in range(props.partition_count) if p not in fenced]
+    if not available:
+        raise PartitionUnavailableError(
+            f"all {props.partition_count} partitions are unavailable; nothing can be sent "
+            "(S14.2)")
+    now = utcnow()
+    rows = []
+    for index, message in enumerate(messages):
+        values = message.get("application_properties")
+        variant = None if values is None else encode_object(values)
+        header = 0 if values is None else len(to_json(values).encode("utf-8"))
+        header += sum(len(message[n].encode("utf-8")) for n in STRING_PROPERTIES
+                      if message.get(n) is not None)
+        size = len(message["body"]) + header
+        problem = _problem(message, props, header, size)
+        if problem is not None:
+            raise _refuse(problem)
+        ttl_ms = _time_to_live_ms(message)
+        lives_ms = _lives_ms(ttl_ms, props)
+        scheduled: datetime | None = message.get("scheduled_enqueue_time_utc")
+        active_from = max(now, scheduled or now)
+        rows.append({
+            "partition_id": _partition(message, props, available, fenced, spread),
+            "segment": int(now.timestamp()) // SEGMENT_SECONDS,
+            "send_id": send_id, "batch_index": index,
+            **{n: message.get(n) for n in STRING_PROPERTIES},
+            "time_to_live_ms": ttl_ms, "scheduled_enqueue_time_utc": scheduled,
+            "application_properties": None if variant is None else {
+                "value": variant[0], "metadata": variant[1]},
+            "body": message["body"], "size_in_bytes": size, "enqueued_time_utc": now,
+            "expires_at_utc": None if lives_ms is None else active_from + timedelta(
+                milliseconds=max(lives_ms, 1000)),
+            "enqueued_sequence_number": 0, "hop_count": 0, "targets": None,
+        })
+    return rows
+
+
+def result_of(rows: Sequence[Mapping[str, Any]], send_id: str) -> SendResult:
+    """What a send of ``rows`` stored."""
+    return SendResult(count=len(rows), send_id=send_id,
+                      size_in_bytes=sum(int(r["size_in_bytes"]) for r in rows))
