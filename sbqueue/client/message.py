@@ -17,6 +17,8 @@ from sbqueue.core.sizes import STANDARD_MESSAGE_BYTES, STRING_PROPERTIES, messag
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
 __all__ = [
+    "PropertyText",
+    "ReceivedProperties",
     "ServiceBusMessage",
     "ServiceBusMessageBatch",
     "ServiceBusReceivedMessage",
@@ -125,6 +127,40 @@ class ServiceBusMessage:
         return message_size(self.body_bytes, strings, self.application_properties)
 
 
+class PropertyText(str):
+    """A received string property. A str, with the ``decode()`` that SDK programs call on
+    the bytes the AMQP transport hands them (``props.get(b"Color").decode()``)."""
+
+    __slots__ = ()
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return str(self)
+
+
+class ReceivedProperties(dict[str, Any]):
+    """A received message's application properties: str keys, looked up by str or by
+    UTF-8 bytes (the SDK's received keys are bytes); values as they were sent."""
+
+    @staticmethod
+    def _key(key: object) -> str:
+        if isinstance(key, (bytes, bytearray)):
+            return bytes(key).decode("utf-8")
+        return key  # type: ignore[return-value]  # a str, or a miss like any dict's
+
+    def __getitem__(self, key: object) -> Any:
+        return super().__getitem__(self._key(key))
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(self._key(key))
+
+    def get(self, key: object, default: Any = None) -> Any:
+        return super().get(self._key(key), default)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> ReceivedProperties:
+        return cls({k: PropertyText(v) if type(v) is str else v for k, v in values.items()})
+
+
 class ServiceBusReceivedMessage(ServiceBusMessage):
     """A received message: the sent properties plus the broker's (S2.5).
 
@@ -134,6 +170,8 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
 
     def __init__(self, body: bytes, *, broker: Mapping[str, Any], **properties: Any) -> None:
         super().__init__(body, **properties)
+        if self.application_properties is not None:
+            self.application_properties = ReceivedProperties.of(self.application_properties)
         self.sequence_number: int = broker["sequence_number"]
         self.enqueued_sequence_number: int = broker.get("enqueued_sequence_number") or 0
         self.enqueued_time_utc: datetime | None = broker.get("enqueued_time_utc")

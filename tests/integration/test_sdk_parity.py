@@ -36,6 +36,24 @@ def test_issue20_point3_update_rule_applies_its_filter_keyword(admin) -> None:
     assert isinstance(stored, SqlRuleFilter) and stored.sql_expression == "color = 'blue'"
 
 
+def test_issue20_point4_received_properties_answer_bytes_keys(admin, spark,
+                                                              namespace_root) -> None:
+    """S2.3: an SDK program reads ``msg.application_properties.get(b"Color").decode()``
+    (received keys are bytes there); here the same lookup finds the value, and str keys
+    still do."""
+    admin.create_queue("q")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages(ServiceBusMessage(
+            "x", application_properties={"Color": "red", "Count": 3}))
+        with client.get_queue_receiver("q", max_wait_time=5) as receiver:
+            for msg in receiver.receive_messages(1):
+                props = msg.application_properties
+                assert props.get(b"Color").decode() == "red" and props[b"Count"] == 3
+                assert props["Color"] == "red" and b"Count" in props
+                assert sorted(props) == ["Color", "Count"]
+                receiver.complete_message(msg)
+
+
 @pytest.mark.slow
 def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
         spark, admin, namespace_root) -> None:
