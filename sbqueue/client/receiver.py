@@ -32,7 +32,7 @@ from sbqueue.client.enums import (
 from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.clock import utcnow
-from sbqueue.core.keywords import OPERATION, accept
+from sbqueue.core.keywords import OPERATION, accept, honours_timeout
 from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.engine.entity import Entity
 from sbqueue.exceptions import (
@@ -271,6 +271,7 @@ class ServiceBusReceiver:
         check_dead_letter_text(reason, error_description)
         self._settle(message, "dead_letter", reason, error_description)
 
+    @honours_timeout
     def renew_message_lock(self, message: ServiceBusReceivedMessage, **kwargs: Any
                            ) -> datetime:
         """Extend the lock to now + lock duration; the new locked-until time (S6.5)."""
@@ -307,6 +308,7 @@ class ServiceBusReceiver:
                 message.locked_until_utc = result.locked_until
         return failed
 
+    @honours_timeout
     def receive_deferred_messages(self, sequence_numbers: int | Sequence[int], **kwargs: Any
                                   ) -> list[ServiceBusReceivedMessage]:
         """The deferred messages with these numbers, locked, state still Deferred (S6.3)."""

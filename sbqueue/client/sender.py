@@ -13,7 +13,7 @@ from typing import Any
 
 from sbqueue.client.convert import to_dataframe, to_outgoing, utc
 from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch
-from sbqueue.core.keywords import OPERATION, accept
+from sbqueue.core.keywords import OPERATION, accept, honours_timeout
 from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
 from sbqueue.engine.topic import Topic
@@ -94,11 +94,13 @@ class ServiceBusSender:
         return entity.send_dataframe(to_dataframe(entity.spark, messages),
                                      incoming_bytes=total).send_id
 
+    @honours_timeout
     def send_messages(self, message: SendInput, **kwargs: Any) -> None:
         """Store the message(s) in one commit: all of them, or none on an error (S17)."""
         accept("send_messages", kwargs, OPERATION)
         self._send(as_list(message))
 
+    @honours_timeout
     def schedule_messages(self, messages: ServiceBusMessage | Sequence[ServiceBusMessage],
                           schedule_time_utc: datetime, **kwargs: Any) -> list[int]:
         """Send for activation at ``schedule_time_utc``; their sequence numbers (S3.4, S8.4).
@@ -108,6 +110,7 @@ class ServiceBusSender:
         send_id = self._send(scheduled(messages, schedule_time_utc))
         return self._entity.sequence_numbers(send_id) if send_id else []
 
+    @honours_timeout
     def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **kwargs: Any
                                   ) -> None:
         """Remove scheduled messages not yet active; MessageNotFound otherwise (S8.4)."""

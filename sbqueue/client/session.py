@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 from sbqueue.core.clock import utcnow
-from sbqueue.core.keywords import OPERATION, accept
+from sbqueue.core.keywords import OPERATION, accept, honours_timeout
 from sbqueue.engine.sessions import SessionLock, Sessions
 from sbqueue.exceptions import SessionLockLostError
 
@@ -58,12 +58,14 @@ class ServiceBusSession:
         accept("get_state", kwargs, OPERATION)
         return self._sessions.get_state(self.session_id)
 
+    @honours_timeout
     def set_state(self, state: bytes | str | None, **kwargs: object) -> None:
         """Store the session state; it outlives the session's messages (S10.5)."""
         accept("set_state", kwargs, OPERATION)
         self.check_held()
         self._sessions.set_state(self._lock, state)
 
+    @honours_timeout
     def renew_lock(self, **kwargs: object) -> datetime:
         """Extend the session lock by the lock duration; the new end (S10.3)."""
         accept("renew_lock", kwargs, OPERATION)

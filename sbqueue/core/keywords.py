@@ -10,9 +10,15 @@ give a receiver that waits forever.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-__all__ = ["ADMIN_CALL", "CLIENT_TRANSPORT", "LINK", "OPERATION", "accept"]
+from sbqueue.store import deadline
+
+__all__ = ["ADMIN_CALL", "CLIENT_TRANSPORT", "LINK", "OPERATION", "accept", "honours_timeout"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # ServiceBusClient(...) and from_connection_string: the AMQP connection's settings.
 CLIENT_TRANSPORT = frozenset({
@@ -21,8 +27,8 @@ CLIENT_TRANSPORT = frozenset({
     "connection_verify", "ssl_context", "uamqp_transport", "credential"})
 # get_*_sender / get_*_receiver: one AMQP link's settings.
 LINK = frozenset({"client_identifier", "socket_timeout"})
-# Operations of senders, receivers and sessions: the SDK's total operation timeout. Accepted
-# and not yet enforced (a Delta commit cannot be abandoned half way).
+# Operations of senders, receivers and sessions: the SDK's total operation timeout, enforced
+# at each commit (``honours_timeout``).
 OPERATION = frozenset({"timeout"})
 # Administration calls: the management API version and the HTTP pipeline's options.
 ADMIN_CALL = frozenset({
@@ -39,3 +45,13 @@ def accept(where: str, given: Mapping[str, object], ignored: frozenset[str]) -> 
         raise TypeError(
             f"{where}() got unexpected keyword argument{'s' if len(unknown) > 1 else ''} "
             f"{names} (it accepts and ignores only {', '.join(sorted(ignored)) or 'none'})")
+
+
+def honours_timeout(method: F) -> F:
+    """Run ``method`` under its caller's ``timeout=`` keyword (seconds): past it at a commit,
+    ``OperationTimeoutError`` and nothing committed (``store.deadline``)."""
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with deadline.within(kwargs.get("timeout"), method.__name__):
+            return method(*args, **kwargs)
+    return run  # type: ignore[return-value]

@@ -28,6 +28,7 @@ from sbqueue.engine.schema import (
     change_frame,
     ledger_row,
 )
+from sbqueue.store import deadline
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, Table
 
 __all__ = ["Ledger"]
@@ -116,10 +117,12 @@ class Ledger(Table):
 
     def delete_where(self, where: str) -> int:
         """One keyed Delta DELETE (``where``: SQL with literal partitions); rows deleted."""
+        deadline.check()
         row = self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {where}").first()
         return int(row[0]) if row is not None else 0
 
     def update_where(self, sets: str, where: str) -> int:
         """One keyed Delta UPDATE; rows updated."""
+        deadline.check()
         row = self.spark.sql(f"UPDATE {self.sql_name} SET {sets} WHERE {where}").first()
         return int(row[0]) if row is not None else 0

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.connection import parse_endpoint
-from sbqueue.core.keywords import ADMIN_CALL, accept
+from sbqueue.core.keywords import ADMIN_CALL, accept, honours_timeout
 from sbqueue.core.names import (
     SUBSCRIPTIONS_SEGMENT,
     name_key,
@@ -122,6 +122,7 @@ class ServiceBusAdministrationClient:
     def _build(self, kind: type[D], name: str, changes: dict[str, Any],
                base: D | None = None, parent_partitions: int | None = None) -> D:
         ns = self._settings()
+        changes = {k: v for k, v in changes.items() if k not in ADMIN_CALL}  # the HTTP call's
         props = build_properties(kind, name, changes, sku=ns.sku,
                                  messaging_partitions=ns.messaging_partitions, base=base,
                                  parent_partitions=parent_partitions)
@@ -162,6 +163,7 @@ class ServiceBusAdministrationClient:
         return str(given.get("name", "") if isinstance(given, dict) else getattr(given, "name", ""))
 
     # -- queues ----------------------------------------------------------------------------
+    @honours_timeout
     def create_queue(self, queue_name: str, **kwargs: Any) -> QueueProperties:
         props = self._build(QueueProperties, validate_entity_path(queue_name), kwargs)
         created: QueueProperties = self.namespace.create_storage("queue", props)
@@ -171,11 +173,13 @@ class ServiceBusAdministrationClient:
         accept("get_queue", kwargs, ADMIN_CALL)
         return self._definitions.get_queue(validate_entity_path(queue_name))
 
+    @honours_timeout
     def update_queue(self, queue: QueueProperties | dict[str, Any], **kwargs: Any
                      ) -> QueueProperties:
         """Apply a changed ``QueueProperties`` (or a dict of them) plus overrides."""
         return self._update("queue", self.get_queue(self._name_of(queue)), queue, kwargs)
 
+    @honours_timeout
     def delete_queue(self, queue_name: str | QueueProperties, **kwargs: Any) -> None:
         accept("delete_queue", kwargs, ADMIN_CALL)
         name = queue_name.name if isinstance(queue_name, QueueProperties) else queue_name
@@ -196,6 +200,7 @@ class ServiceBusAdministrationClient:
         return [self.get_queue_runtime_properties(q.name) for q in self.list_queues()]
 
     # -- topics ----------------------------------------------------------------------------
+    @honours_timeout
     def create_topic(self, topic_name: str, **kwargs: Any) -> TopicProperties:
         props = self._build(TopicProperties, validate_entity_path(topic_name, "topic name"),
                             kwargs)
@@ -208,10 +213,12 @@ class ServiceBusAdministrationClient:
             "topic", validate_entity_path(topic_name, "topic name"))
         return found
 
+    @honours_timeout
     def update_topic(self, topic: TopicProperties | dict[str, Any], **kwargs: Any
                      ) -> TopicProperties:
         return self._update("topic", self.get_topic(self._name_of(topic)), topic, kwargs)
 
+    @honours_timeout
     def delete_topic(self, topic_name: str | TopicProperties, **kwargs: Any) -> None:
         """Delete a topic and all its subscriptions."""
         accept("delete_topic", kwargs, ADMIN_CALL)
@@ -224,6 +231,7 @@ class ServiceBusAdministrationClient:
         return topics
 
     # -- subscriptions ---------------------------------------------------------------------
+    @honours_timeout
     def create_subscription(self, topic_name: str, subscription_name: str, *,
                             default_rule: RuleProperties | None = None, **kwargs: Any
                             ) -> SubscriptionProperties:
@@ -247,12 +255,14 @@ class ServiceBusAdministrationClient:
             validate_entity_path(topic_name, "topic name"))
         return found
 
+    @honours_timeout
     def update_subscription(self, topic_name: str,
                             subscription: SubscriptionProperties | dict[str, Any],
                             **kwargs: Any) -> SubscriptionProperties:
         current = self.get_subscription(topic_name, self._name_of(subscription))
         return self._update("subscription", current, subscription, kwargs)
 
+    @honours_timeout
     def delete_subscription(self, topic_name: str,
                             subscription_name: str | SubscriptionProperties, **kwargs: Any) -> None:
         accept("delete_subscription", kwargs, ADMIN_CALL)
@@ -269,6 +279,7 @@ class ServiceBusAdministrationClient:
         return subs
 
     # -- rules (S15.1-S15.7) -----------------------------------------------------------------
+    @honours_timeout
     def create_rule(self, topic_name: str, subscription_name: str, rule_name: str, *,
                     filter: RuleFilter | None = None, action: SqlRuleAction | None = None,
                     **kwargs: Any) -> RuleProperties:
@@ -296,6 +307,7 @@ class ServiceBusAdministrationClient:
             f"rule {rule_name!r} of subscription {subscription_name!r} of topic "
             f"{topic_name!r} does not exist")
 
+    @honours_timeout
     def update_rule(self, topic_name: str, subscription_name: str, rule: RuleProperties,
                     *, filter: RuleFilter | None = None, action: SqlRuleAction | None = None,
                     **kwargs: Any) -> RuleProperties:
@@ -310,6 +322,7 @@ class ServiceBusAdministrationClient:
             rule if name_key(r.name) == name_key(rule.name) else r for r in rules])
         return rule
 
+    @honours_timeout
     def delete_rule(self, topic_name: str, subscription_name: str,
                     rule_name: str | RuleProperties, **kwargs: Any) -> None:
         accept("delete_rule", kwargs, ADMIN_CALL)

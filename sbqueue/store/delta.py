@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sbqueue.exceptions import StorageConflictError
-from sbqueue.store import driver
+from sbqueue.store import deadline, driver
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = [
@@ -178,6 +178,7 @@ def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,
         writer = writer.option("userMetadata", tag)
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
+    deadline.check()
     writer.save(path)
 
 
@@ -309,6 +310,7 @@ def _merge(source: DataFrame, path: str, condition: str, clauses: Sequence[str]
            ) -> DataFrame:
     """One ``MERGE INTO`` the table at ``path`` (alias ``t``) from ``source`` (alias ``s``);
     its metrics row."""
+    deadline.check()
     return _with_view(source, lambda view: source.sparkSession.sql(
         f"MERGE INTO {_sql_name(path)} t USING {view} s ON {condition} " + " ".join(clauses)))
 
@@ -476,6 +478,7 @@ class Table:
 
     def delete(self, predicate: str) -> None:
         """Delete the rows ``predicate`` (SQL) selects."""
+        deadline.check()
         self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {predicate}")
 
     def compact(self, predicate: str) -> None:

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from sbqueue.store import deadline
+
 __all__ = [
     "DeltaDocumentStore",
     "DocumentExists",
@@ -85,6 +87,7 @@ class LocalDocumentStore:
     def create(self, name: str, doc: dict[str, Any]) -> None:
         temp = self._stage(name, doc)
         try:
+            deadline.check()
             os.link(temp, self._path(name))
         except FileExistsError:
             raise DocumentExists(name) from None
@@ -92,9 +95,11 @@ class LocalDocumentStore:
             temp.unlink(missing_ok=True)
 
     def replace(self, name: str, doc: dict[str, Any]) -> None:
+        deadline.check()
         os.replace(self._stage(name, doc), self._path(name))
 
     def delete(self, name: str) -> bool:
+        deadline.check()
         try:
             self._path(name).unlink()
             return True
@@ -157,6 +162,7 @@ class DeltaDocumentStore:
         update = "" if insert_only else " WHEN MATCHED THEN UPDATE SET t.body = s.body"
         view = f"_sbqueue_doc_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
+        deadline.check()
         try:  # each attempt reads the newest version
             result = _retry_conflicts(lambda: self._spark.sql(
                 f"MERGE INTO {self._table} t USING {view} s ON t.name = s.name{update} "
@@ -177,6 +183,7 @@ class DeltaDocumentStore:
         if self.read(name) is None:
             return False
         quoted = name.replace("'", "''")
+        deadline.check()
         _retry_conflicts(lambda: self._spark.sql(
             f"DELETE FROM {self._table} WHERE name = '{quoted}'"))
         return True

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import VariantVal
 
+from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "commits_enabled", "enabled",
@@ -96,6 +97,7 @@ class Pinned:
             + ")" for part in scope)
         data = pa.Table.from_pylist(
             [{k: v for k, v in row.items() if k in schema.names} for row in rows], schema)
+        deadline.check()
         try:
             write_deltalake(self.table, data, mode="overwrite", predicate=predicate)
         except CommitFailedError as exc:
@@ -109,6 +111,7 @@ def append(path: str, rows: list[Row], tag: str) -> None:
 
     table = DeltaTable(str(local_path(path)))
     schema = pa.schema(table.schema().to_arrow())
+    deadline.check()
     write_deltalake(table, pa.Table.from_pylist(rows, schema), mode="append",
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": tag}))
 

@@ -46,6 +46,8 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from sbqueue.store import deadline
+
 __all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema"]
 
 _DOMAIN = "delta.rowTracking"
@@ -79,6 +81,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
     for _ in range(_RETRIES):
         high = _high_water_mark(log, version)
         body = _commit(files, version + 1, high, tag)
+        deadline.check()
         if _publish(log, version + 1, body):
             _checkpoint(root, version + 1)
             return version + 1

@@ -9,6 +9,7 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 
 from sbqueue import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
+from sbqueue.exceptions import OperationTimeoutError
 from sbqueue.management import RuleProperties, SqlRuleFilter
 
 pytestmark = pytest.mark.spark
@@ -52,6 +53,35 @@ def test_issue20_point4_received_properties_answer_bytes_keys(admin, spark,
                 assert props["Color"] == "red" and b"Count" in props
                 assert sorted(props) == ["Color", "Count"]
                 receiver.complete_message(msg)
+
+
+def test_issue20_point3_a_timeout_past_at_commit_stores_nothing(admin, spark,
+                                                                 namespace_root) -> None:
+    """``timeout=`` on sends, settlements and admin calls: past it at the commit,
+    OperationTimeoutError and nothing stored; in time, the call works as without it."""
+    admin.create_queue("q", lock_duration="PT5M")
+    with pytest.raises(OperationTimeoutError):
+        admin.create_queue("late", timeout=1e-9)
+    assert [q.name for q in admin.list_queues()] == ["q"]
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("q")
+        with pytest.raises(OperationTimeoutError):
+            sender.send_messages(ServiceBusMessage("late"), timeout=1e-9)
+        with pytest.raises(ValueError, match="timeout"):
+            sender.send_messages(ServiceBusMessage("bad"), timeout=-1)
+        sender.send_messages(ServiceBusMessage("kept"), timeout=60)
+        with client.get_queue_receiver("q", max_wait_time=5) as receiver:
+            [msg] = receiver.receive_messages(5)
+            assert str(msg) == "kept"
+            def stored() -> object:
+                [peeked] = receiver.peek_messages(1, sequence_number=msg.sequence_number)
+                return peeked.locked_until_utc
+            held = stored()
+            with pytest.raises(OperationTimeoutError):
+                receiver.renew_message_lock(msg, timeout=1e-9)
+            assert stored() == held
+            receiver.complete_message(msg)
+            assert receiver.receive_messages(5, max_wait_time=1) == []
 
 
 @pytest.mark.slow
