@@ -34,7 +34,7 @@ from sbqueue.core.properties import (
 )
 from sbqueue.core.routing import RoundRobin
 from sbqueue.core.sequence import counter_of, partition_of
-from sbqueue.core.sizes import check_dead_letter_text, entity_limit
+from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.core.transitions import (
     SESSIONLESS_REASON,
@@ -52,6 +52,7 @@ from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.numbers import send_numbers
 from sbqueue.engine.partitions import board_for
+from sbqueue.engine.quota import Quota
 from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
 from sbqueue.engine.receive import (
     Attempt,
@@ -76,7 +77,6 @@ from sbqueue.exceptions import (
     MessageNotFoundError,
     MessagingEntityDisabledError,
     PartitionUnavailableError,
-    ServiceBusQuotaExceededError,
 )
 from sbqueue.store.delta import RETRYABLE, note_conflict, retry_conflicts
 
@@ -89,7 +89,6 @@ SETTLE_KINDS = ("complete", "abandon", "defer", "dead_letter", "renew")
 PARTITION_BATCH = 256  # the least a receive asks of each partition it takes
 RECEIVE_ATTEMPTS = 4  # conflicts or empty partitions: then it returns what it has
 LEASE_WAIT_SECONDS = 10.0  # how long a receive waits for this process's threads to free one
-QUOTA_SECONDS = 30.0  # how long a read entity size is trusted (S1.6)
 COMPLETE_GROUP = 1000  # completion records one group commit carries at most
 
 
@@ -117,7 +116,10 @@ class Entity:
         self.ledger = Ledger(self.spark, namespace.catalog.data_path(props.entity_id, "ledger"))
         self.partitions = props.partition_count
         self.board = board_for(self.ledger.path, self.partitions)
-        self._held: tuple[int, float] = (0, -math.inf)  # bytes held, when read (S1.6)
+        owner = self.topic if self.topic is not None else self.props
+        self.quota = Quota(self.path, lambda: int(getattr(owner, "max_size_in_megabytes", 1024)),
+                           self.partitions, lambda: inbox_bound(self.inbox),
+                           lambda: int(self.counts()["size_in_bytes"]))
         self.fenced: frozenset[int] = frozenset()  # unavailable partitions (S14.2)
         # Unkeyed client sends, round robin from a random partition (S4.3).
         self._spread = RoundRobin(self.partitions, random.randrange(max(1, self.partitions)))
@@ -184,11 +186,11 @@ class Entity:
         a forwarding step's batch; ``idempotent``: at most once per send id (decision
         010)."""
         props = self._check_sendable()
-        self._check_quota(incoming_bytes)
+        self.quota.check(incoming_bytes)
         result = send_dataframe(df, props, self.inbox, round_robin_start,
                                 self.fenced, send_id, forwarded=forwarded,
                                 idempotent=idempotent)
-        self._held = (self._held[0] + result.size_in_bytes, self._held[1])
+        self.quota.add(result.size_in_bytes)
         return result
 
     def send_messages(self, messages: Sequence[Outgoing], incoming_bytes: int,
@@ -199,13 +201,13 @@ class Entity:
         if len(messages) > SMALL or not self.inbox.commits_here():
             return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
         props = self._check_sendable()
-        self._check_quota(incoming_bytes)
+        self.quota.check(incoming_bytes)
         send_id = uuid.uuid4().hex
         rows = inbox_rows(messages, props, self.fenced, self._spread, send_id)
         if not self.inbox.append_small(rows, send_id):
             return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
         result = result_of(rows, send_id)
-        self._held = (self._held[0] + result.size_in_bytes, self._held[1])
+        self.quota.add(result.size_in_bytes)
         return result
 
     def require_available(self, partitions: list[int], operation: str) -> None:
@@ -229,27 +231,6 @@ class Entity:
                 "to the topic (S15.2)")
         self.check_status("send")
         return self.props
-
-    def _check_quota(self, incoming_bytes: int) -> None:
-        """S1.6: refuse a send once the entity holds its maximum size. The size is read at
-        most every QUOTA_SECONDS per entity object and advanced by this object's own sends
-        in between: a bound from the inbox's file statistics (rows x largest message,
-        answered from the Delta log), and only when that bound reaches the limit the SQL
-        view's exact sum (decision 006)."""
-        owner = self.topic if self.topic is not None else self.props
-        megabytes: int = getattr(owner, "max_size_in_megabytes", 1024)
-        limit = entity_limit(megabytes, self.partitions)
-        held, at = self._held
-        if time.monotonic() - at > QUOTA_SECONDS:
-            held = inbox_bound(self.inbox)  # never less than the truth
-            if held + incoming_bytes > limit:
-                held = self.counts()["size_in_bytes"]
-            self._held = (held, time.monotonic())
-        if held + incoming_bytes > limit:
-            raise ServiceBusQuotaExceededError(
-                f"{self.path} holds {held} bytes; with {incoming_bytes} more it would exceed "
-                f"its maximum size of {limit} bytes (max_size_in_megabytes="
-                f"{megabytes}, S1.6)")
 
     # -- receive ---------------------------------------------------------------------------
     def _context(self, peek_lock: bool) -> ReceiveContext:

@@ -24,6 +24,8 @@ from sbqueue.core.rules import RuleProperties
 from sbqueue.core.sequence import counter_of, partition_of, sequence_of
 from sbqueue.engine.columns import now_column
 from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.quota import Quota
+from sbqueue.engine.reads import inbox_bound
 from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
@@ -124,6 +126,11 @@ class Topic:
         self.spark = namespace.spark
         self.inbox = Inbox(self.spark, namespace.catalog.data_path(props.entity_id, "inbox"))
         self.partitions = props.partition_count
+        # S1.6: a topic holds what its subscriptions hold (each copy counted).
+        self.quota = Quota(props.name, lambda: self.props.max_size_in_megabytes,
+                           self.partitions, lambda: inbox_bound(self.inbox),
+                           lambda: sum(int(e.counts()["size_in_bytes"])
+                                       for e in self._subscriptions()))
 
     @property
     def name(self) -> str:
@@ -150,13 +157,15 @@ class Topic:
         """Send ``df`` (the columns of a queue send) to every subscription whose rules
         match, in one commit (S15.2). ``SendResult.count`` counts the rows stored: the
         copies, not the messages. ``forwarded``: a forwarding step's batch (decision 010)."""
-        _ = incoming_bytes
         self.check_status()
+        self.quota.check(incoming_bytes)
         subscriptions = self.namespace.catalog.topic_rules(self.props.name)
         fenced = self.namespace.catalog.fenced(self.props.entity_id)
-        return send_dataframe(df, self.props, self.inbox, round_robin_start, fenced,
-                              send_id, shape=lambda rows: fan_out(rows, subscriptions),
-                              forwarded=forwarded, idempotent=idempotent)
+        result = send_dataframe(df, self.props, self.inbox, round_robin_start, fenced,
+                                send_id, shape=lambda rows: fan_out(rows, subscriptions),
+                                forwarded=forwarded, idempotent=idempotent)
+        self.quota.add(result.size_in_bytes)
+        return result
 
     # -- scheduled messages stay at the topic until due (S8.5) -----------------------------
     def sequence_numbers(self, send_id: str) -> list[int]:

@@ -498,12 +498,30 @@ def test_s1_6_a_send_past_the_entity_size_is_refused(admin, client) -> None:
     q = _queue(admin)
     with client.get_queue_sender(q) as sender:
         entity = sender._entity
-        entity._held = (entity_limit(1024, 1) - 100, time.monotonic())
+        entity.quota.held = (entity_limit(1024, 1) - 100, time.monotonic())
         with pytest.raises(ServiceBusQuotaExceededError, match=r"S1\.6"):
             sender.send_messages(ServiceBusMessage(b"x" * 200))
         sender.send_messages(ServiceBusMessage(b"x" * 50))
     assert admin.get_queue_runtime_properties(q).total_message_count == 1
     assert entity_limit(1024, 16) == 16 * 1024**3
+
+
+def test_s1_6_a_topic_send_past_the_topic_size_is_refused(admin, client) -> None:
+    """Issue 20 point 6: a topic's sends count against its size as a queue's do (the
+    size read is set just under the limit, as above)."""
+    from sbqueue.core.sizes import entity_limit
+    from sbqueue.exceptions import ServiceBusQuotaExceededError
+
+    admin.create_topic("t")
+    admin.create_subscription("t", "all")
+    with client.get_topic_sender("t") as sender:
+        topic = sender._entity
+        topic.quota.held = (entity_limit(1024, 1) - 100, time.monotonic())
+        with pytest.raises(ServiceBusQuotaExceededError, match=r"S1\.6"):
+            sender.send_messages(ServiceBusMessage(b"x" * 200))
+        sender.send_messages(ServiceBusMessage(b"x" * 50))
+    props = admin.get_subscription_runtime_properties("t", "all")
+    assert props.total_message_count == 1
 
 
 def test_s4_3_an_unkeyed_batch_is_spread_over_the_partitions(admin, client, spark,
