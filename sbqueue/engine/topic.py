@@ -179,7 +179,8 @@ class Topic:
 
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         """Cancel scheduled topic messages not yet due: every subscription's copy goes
-        (S8.4, S8.5); MessageNotFound for an unknown, cancelled or active one."""
+        (S8.4, S8.5). MessageNotFound, naming the topic's numbers, for an unknown, active or
+        already cancelled one; then nothing is cancelled."""
         self.check_status()
         seqs = sorted(set(sequence_numbers))
         if not seqs:
@@ -189,7 +190,8 @@ class Topic:
             wanted = wanted | ((F.col("partition_id") == partition_of(seq))
                                & (F.col("_metadata.row_id") == counter_of(seq) - 1))
         plain = self.inbox.rows(wanted & (F.col("batch_index") % _SPAN == 0)).select(
-            "partition_id", "send_id", "batch_index", "scheduled_enqueue_time_utc").collect()
+            "partition_id", "send_id", "batch_index", "scheduled_enqueue_time_utc",
+            F.col("_metadata.row_id").alias("rid")).collect()
         now = utcnow()
         due = [r for r in plain if r[3] is None or as_aware(r)["scheduled_enqueue_time_utc"]
                <= now]
@@ -197,24 +199,33 @@ class Topic:
             raise MessageNotFoundError(
                 f"topic {self.name}: sequence numbers {seqs} are not all scheduled messages "
                 "still waiting (unknown, cancelled or already active; S8.4)")
-        messages = {(str(r[1]), int(r[2]) >> COPY_BITS) for r in plain}
-        held = 0
-        for entity in self._subscriptions():
-            mine = [int(r[0]) for r in _scheduled_copies(entity).collect()
-                    if (str(r[1]), int(r[2])) in messages]
-            if mine:
-                entity.cancel_scheduled(mine)
-                held += 1
-        if not held and self._targeted(messages):
+        topic_seq = {(str(r[1]), int(r[2]) >> COPY_BITS): sequence_of(int(r[0]), int(r[4]) + 1)
+                     for r in plain}
+        copies = {entity: [(int(r[0]), (str(r[1]), int(r[2])))
+                           for r in _scheduled_copies(entity).collect()
+                           if (str(r[1]), int(r[2])) in topic_seq]
+                  for entity in self._subscriptions()}
+        held = {key for found in copies.values() for _, key in found}
+        gone = sorted(topic_seq[k] for k in self._targeted(set(topic_seq)) - held)
+        if gone:
             raise MessageNotFoundError(
-                f"topic {self.name}: sequence numbers {seqs} were already cancelled (S8.4)")
+                f"topic {self.name}: sequence numbers {gone} were already cancelled (S8.4)")
+        for entity, found in copies.items():
+            if not found:
+                continue
+            try:
+                entity.cancel_scheduled([seq for seq, _ in found])
+            except MessageNotFoundError:  # became due or was cancelled meanwhile
+                raise MessageNotFoundError(
+                    f"topic {self.name}: sequence numbers {seqs} are no longer all scheduled "
+                    "(S8.4)") from None
 
-    def _targeted(self, messages: set[tuple[str, int]]) -> bool:
-        """Whether any copy of these messages went to a subscription."""
+    def _targeted(self, messages: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The messages of ``messages`` that had a copy sent to a subscription."""
         rows = (self.inbox.rows(F.col("send_id").isin(sorted({m[0] for m in messages}))
                                 & (F.size("targets") > 0))
                 .select("send_id", "batch_index").collect())
-        return any((str(r[0]), int(r[1]) >> COPY_BITS) in messages for r in rows)
+        return {key for r in rows if (key := (str(r[0]), int(r[1]) >> COPY_BITS)) in messages}
 
     def _subscriptions(self) -> list[Entity]:
         return [self.namespace.entity(f"{self.name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")

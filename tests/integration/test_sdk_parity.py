@@ -4,12 +4,13 @@ azure-servicebus program writes them)."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from azure.core.exceptions import ResourceExistsError
 
 from sbqueue import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
-from sbqueue.exceptions import OperationTimeoutError
+from sbqueue.exceptions import MessageNotFoundError, OperationTimeoutError
 from sbqueue.management import RuleProperties, SqlRuleFilter
 
 pytestmark = pytest.mark.spark
@@ -82,6 +83,27 @@ def test_issue20_point3_a_timeout_past_at_commit_stores_nothing(admin, spark,
             assert stored() == held
             receiver.complete_message(msg)
             assert receiver.receive_messages(5, max_wait_time=1) == []
+
+
+def test_issue20_point6_a_topic_cancel_names_the_topic_numbers_and_is_all_or_nothing(
+        admin, spark, namespace_root) -> None:
+    """S8.4, S8.5: cancelling an already cancelled topic message beside a waiting one
+    raises MessageNotFound naming the topic's number (it used to pass silently) and cancels
+    nothing; the waiting one is cancelled by itself after."""
+    admin.create_topic("t", enable_partitioning=True)
+    for name in ("a", "b"):
+        admin.create_subscription("t", name)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_topic_sender("t")
+        at = datetime.now(timezone.utc) + timedelta(minutes=5)
+        first, second = sender.schedule_messages(
+            [ServiceBusMessage("m1"), ServiceBusMessage("m2")], at)
+        sender.cancel_scheduled_messages(first)
+        with pytest.raises(MessageNotFoundError, match=rf"\[{first}\] were already cancelled"):
+            sender.cancel_scheduled_messages([first, second])
+        assert admin.get_topic_runtime_properties("t").scheduled_message_count == 1
+        sender.cancel_scheduled_messages(second)
+        assert admin.get_topic_runtime_properties("t").scheduled_message_count == 0
 
 
 @pytest.mark.slow
