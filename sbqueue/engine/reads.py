@@ -130,7 +130,10 @@ SELECT sequence_number, partition_id, {fields},
        CAST(NULL AS STRING) AS dead_letter_source
 FROM pending
 UNION ALL
-SELECT m.sequence_number, m.partition_id, {inbox_fields}, m.state,
+SELECT m.sequence_number, m.partition_id, {inbox_fields},
+       -- a schedule passed by a cursor is due by the clock, not at the next receive (S8.4)
+       CASE WHEN m.state = 'Scheduled' AND NOT i.scheduled_enqueue_time_utc > {due}
+            THEN 'Active' ELSE m.state END AS state,
        {view_name_sql("m.lane")} AS sub_queue,
        m.delivery_count, m.lock_token, m.locked_until_utc, m.dead_letter_reason,
        m.dead_letter_error_description, m.dead_letter_source

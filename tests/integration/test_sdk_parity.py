@@ -106,6 +106,23 @@ def test_issue20_point6_a_topic_cancel_names_the_topic_numbers_and_is_all_or_not
         assert admin.get_topic_runtime_properties("t").scheduled_message_count == 0
 
 
+def test_issue20_point6_a_schedule_a_cursor_passed_is_active_once_due(
+        admin, spark, namespace_root, clock) -> None:
+    """S8.4: a scheduled message that a receive's cursor passed while it waited (its ledger
+    row says Scheduled) counts and shows as Active once its time comes, before any receive
+    activates it (the view showed Scheduled until the next receive)."""
+    admin.create_queue("q", enable_partitioning=True)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").schedule_messages(
+            ServiceBusMessage("later", partition_key="k"), clock.utcnow() + timedelta(seconds=30))
+        with client.get_queue_receiver("q") as receiver:
+            assert receiver.receive_messages(1, max_wait_time=1) == []  # the cursor passes it
+        assert admin.get_queue_runtime_properties("q").scheduled_message_count == 1
+        clock.advance(31)
+        props = admin.get_queue_runtime_properties("q")
+        assert (props.scheduled_message_count, props.active_message_count) == (0, 1)
+
+
 @pytest.mark.slow
 def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
         spark, admin, namespace_root) -> None:
