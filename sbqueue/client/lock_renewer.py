@@ -5,7 +5,9 @@ As in azure-servicebus: ``register(receiver, message_or_session,
 max_lock_renewal_duration=...)``; a background thread renews each lock shortly before it
 expires, until the message is settled (the session released), the renewal duration is
 over, or a renewal fails (then ``on_lock_renew_failure`` is called with the message or
-session and the error).
+session and an ``AutoLockRenewFailed`` carrying the cause, also left in the target's
+``auto_renew_error``). When the duration is over, the target's ``auto_renew_error`` is an
+``AutoLockRenewTimeout``; the callback hears of it only if the lock had already expired.
 
 A renewal is a Delta commit of seconds, so the renewer gathers: when one message lock of
 a receiver is due, every registered lock of that receiver due within the next round is
@@ -28,7 +30,12 @@ from sbqueue.client.message import ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.clock import utcnow
-from sbqueue.exceptions import InvalidOperationError, StorageConflictError
+from sbqueue.exceptions import (
+    AutoLockRenewFailed,
+    AutoLockRenewTimeout,
+    InvalidOperationError,
+    StorageConflictError,
+)
 
 __all__ = ["AutoLockRenewer"]
 
@@ -47,6 +54,7 @@ class _Entry:
     until: float  # monotonic time after which renewal stops
     on_failure: FailureCallback | None
     lock: timedelta  # the receiver's lock duration
+    duration: float  # max_lock_renewal_duration, seconds
 
     @property
     def done(self) -> bool:
@@ -99,7 +107,7 @@ class AutoLockRenewer:
             max_lock_renewal_duration)
         lock = receiver.lock_duration
         entry = _Entry(receiver, renewable, time.monotonic() + duration,
-                       on_lock_renew_failure or self._on_failure, lock)
+                       on_lock_renew_failure or self._on_failure, lock, duration)
         with self._guard:  # registered again: the new terms replace the old
             self._entries = [e for e in self._entries if e.target is not renewable]
             self._entries.append(entry)
@@ -125,8 +133,11 @@ class AutoLockRenewer:
                 entries = list(self._entries)
             live = []
             for entry in entries:
-                if entry.done or time.monotonic() >= entry.until:
+                if entry.done:
                     self._drop(entry)
+                elif time.monotonic() >= entry.until:
+                    self._drop(entry)
+                    self._timed_out(entry)
                 else:
                     live.append(entry)
             due = [e for e in live if self._left(e) <= self._ahead(e)]
@@ -158,13 +169,26 @@ class AutoLockRenewer:
             failed = {id(e): exc for e in batch}
         self._commit_seconds = [*self._commit_seconds[-4:], time.monotonic() - started]
         for entry in batch:
-            if id(entry) in failed:
+            if id(entry) in failed and not entry.done:
                 self._drop(entry)
-                if entry.on_failure is not None and not entry.done:
-                    try:
-                        entry.on_failure(entry.target, failed[id(entry)])
-                    except Exception:  # the caller's callback must not stop the renewer
-                        log.exception("on_lock_renew_failure raised")
+                cause = failed[id(entry)]
+                self._report(entry, AutoLockRenewFailed(
+                    f"Failed to auto-renew lock: {cause}", error=cause), call=True)
+
+    def _timed_out(self, entry: _Entry) -> None:
+        """The renewal duration is over: the lock is left to expire (as in the SDK, the
+        callback is told only when it already has)."""
+        error = AutoLockRenewTimeout(f"Auto-renew period ({entry.duration:g} seconds) elapsed.")
+        self._report(entry, error, call=self._left(entry) <= timedelta(0))
+
+    @staticmethod
+    def _report(entry: _Entry, error: Exception, call: bool) -> None:
+        entry.target.auto_renew_error = error
+        if call and entry.on_failure is not None:
+            try:
+                entry.on_failure(entry.target, error)
+            except Exception:  # the caller's callback must not stop the renewer
+                log.exception("on_lock_renew_failure raised")
 
     def _drop(self, entry: _Entry) -> None:
         with self._guard:

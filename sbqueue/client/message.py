@@ -186,6 +186,7 @@ class ServiceBusReceivedMessage(ServiceBusMessage):
         self.dead_letter_source: str | None = broker.get("dead_letter_source")
         self.partition_id: int = broker.get("partition_id", 0)
         self.settled = False
+        self.auto_renew_error: Exception | None = None  # set by an AutoLockRenewer
 
     @property
     def body(self) -> Iterator[bytes]:

@@ -27,6 +27,7 @@ class ServiceBusSession:
         self._sessions = sessions
         self._lock = lock
         self.released = False
+        self.auto_renew_error: Exception | None = None  # set by an AutoLockRenewer
         self._settling = 0  # settlements of this session's messages in flight
         self._quiet = threading.Condition()
 
