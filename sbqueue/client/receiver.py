@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from sbqueue.client.convert import to_received
+from sbqueue.client.convert import to_received, utc
 from sbqueue.client.enums import (
     NEXT_AVAILABLE_SESSION,
     ServiceBusMessageState,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["ServiceBusReceiver"]
 
 MAX_PEEK = 250  # S9.3
+MAX_DELETE = 4000  # S5.7: messages one batch delete removes at most
 _IDLE_SLEEP = (0.2, 2.0)  # first and longest pause between empty receives
 
 
@@ -183,6 +184,36 @@ class ServiceBusReceiver:
         if messages and messages[-1].enqueued_time_utc is not None:
             self._last_peeked = (messages[-1].enqueued_time_utc, messages[-1].sequence_number)
         return messages
+
+    # -- batch delete (S5.7) ---------------------------------------------------------------
+    @honours_timeout
+    def delete_messages(self, *, max_message_count: int = 1,
+                        before_enqueued_time_utc: datetime | None = None,
+                        **kwargs: Any) -> int:
+        """Remove up to ``max_message_count`` (at most 4,000) unlocked active messages
+        enqueued before ``before_enqueued_time_utc`` (now when None), oldest first, without
+        receiving them; how many were removed (S5.7)."""
+        accept("delete_messages", kwargs, OPERATION)
+        if isinstance(max_message_count, bool) or not isinstance(max_message_count, int) or not (
+                1 <= max_message_count <= MAX_DELETE):
+            raise ValueError(f"max_message_count must be 1 to {MAX_DELETE}, got "
+                             f"{max_message_count!r} (S5.7)")
+        before = utc(before_enqueued_time_utc) or utcnow()
+        session = self.session.session_id if self.session is not None else None
+        return self._entity.delete_messages(max_message_count, before, session)
+
+    @honours_timeout
+    def purge_messages(self, *, before_enqueued_time_utc: datetime | None = None,
+                       **kwargs: Any) -> int:
+        """Remove every unlocked active message enqueued before ``before_enqueued_time_utc``
+        (now when None), in batches of 4,000; how many were removed (S5.7)."""
+        accept("purge_messages", kwargs, OPERATION)
+        before = utc(before_enqueued_time_utc) or utcnow()
+        total = 0
+        while removed := self.delete_messages(max_message_count=MAX_DELETE,
+                                              before_enqueued_time_utc=before):
+            total += removed
+        return total
 
     # -- settle ----------------------------------------------------------------------------
     def check_settleable(self, message: ServiceBusReceivedMessage, kind: str) -> str:

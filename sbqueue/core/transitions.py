@@ -35,6 +35,8 @@ __all__ = [
     "completed_by_record",
     "deferred_outcome",
     "deferred_valid",
+    "delete_outcome",
+    "delete_valid",
     "deliverable",
     "receive_outcome",
     "settle_outcome",
@@ -247,4 +249,15 @@ def cancel_valid(now: datetime) -> Expr:
 
 def cancel_outcome() -> Outcome:
     """``cancel_scheduled_messages`` removes the message (S8.4)."""
+    return {"_op": lit("delete")}
+
+
+def delete_valid(now: datetime, before: datetime) -> Expr:
+    """A message a batch delete removes (S5.7): active, not locked, enqueued before
+    ``before``. Locked, deferred and scheduled messages stay."""
+    return (col("state") == ACTIVE) & _lock_free(now) & (col("enqueued_time_utc") < before)
+
+
+def delete_outcome() -> Outcome:
+    """``delete_messages`` / ``purge_messages`` remove the message (S5.7)."""
     return {"_op": lit("delete")}

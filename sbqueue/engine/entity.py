@@ -46,6 +46,8 @@ from sbqueue.core.transitions import (
     cancel_valid,
     deferred_outcome,
     deferred_valid,
+    delete_outcome,
+    delete_valid,
 )
 from sbqueue.engine.group import Group, group_for
 from sbqueue.engine.inbox import Inbox
@@ -535,6 +537,34 @@ class Entity:
         self._pass_to(seqs)
         self._all_by_sequence(seqs, (Lane.SCHEDULED, Lane.MAIN), cancel_valid, cancel_outcome(),
                               "cancel", "(unknown, cancelled or already active; S8.4)")
+
+    def delete_messages(self, max_messages: int, before: datetime,
+                        session_id: str | None = None) -> int:
+        """Batch delete (S5.7): up to ``max_messages`` active, unlocked messages of this
+        sub-queue (of ``session_id``) enqueued before ``before``, oldest first, in one
+        commit; how many were removed. One locked meanwhile is left and not counted."""
+        self.check_status("receive")
+        now = utcnow()
+        view = self.messages().where(
+            (F.col("sub_queue") == self.sub_queue.view_name) & (F.col("state") == "Active")
+            & (F.col("locked_until_utc").isNull() | (F.col("locked_until_utc") <= F.lit(now)))
+            & (F.col("enqueued_time_utc") < F.lit(before)))
+        if session_id is not None:
+            view = view.where(F.col("session_id") == session_id)
+        seqs = [int(r[0]) for r in view.orderBy("enqueued_time_utc", "sequence_number")
+                .limit(max_messages).select("sequence_number").collect()]
+        if not seqs:
+            return 0
+        if self.lane == Lane.MAIN:
+            self._pass_to(seqs)  # messages the cursors have not passed get ledger rows
+        partitions = sorted({partition_of(seq) for seq in seqs})
+        self.require_available(partitions, "delete")
+        with self.board.hold(partitions):
+            applied = retry_conflicts(lambda: apply_by_sequence(
+                self.ledger, [(s, None) for s in seqs], (self.lane,),
+                delete_valid(utcnow(), before), delete_outcome()),
+                what=f"delete on {self.name} {partitions}")
+        return len(applied.valid)
 
     def _all_by_sequence(self, seqs: list[int], lanes: tuple[str, ...],
                          valid: Callable[[datetime], Expr], outcome: Outcome, what: str,

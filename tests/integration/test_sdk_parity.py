@@ -123,6 +123,31 @@ def test_issue20_point6_a_schedule_a_cursor_passed_is_active_once_due(
         assert (props.scheduled_message_count, props.active_message_count) == (0, 1)
 
 
+def test_issue20_point2_delete_and_purge_messages(admin, spark, namespace_root,
+                                                 clock) -> None:
+    """S5.7: ``delete_messages`` removes the oldest unlocked active messages enqueued before
+    the time given, up to the count; ``purge_messages`` all of them; a locked one and
+    newer ones stay."""
+    admin.create_queue("q", lock_duration="PT5M")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("q")
+        for i in range(5):
+            sender.send_messages(ServiceBusMessage(f"old-{i}"))
+        cut = clock.advance(5)
+        sender.send_messages([ServiceBusMessage("new-0"), ServiceBusMessage("new-1")])
+        with client.get_queue_receiver("q", max_wait_time=5) as receiver:
+            [held] = receiver.receive_messages(1)
+            assert str(held) == "old-0"
+            with pytest.raises(ValueError, match="max_message_count"):
+                receiver.delete_messages(max_message_count=0)
+            assert receiver.delete_messages(max_message_count=2,
+                                            before_enqueued_time_utc=cut) == 2
+            assert receiver.purge_messages(before_enqueued_time_utc=cut) == 2
+            left = receiver.peek_messages(10, sequence_number=0)
+            assert [str(m) for m in left] == ["old-0", "new-0", "new-1"]
+            receiver.complete_message(held)
+
+
 @pytest.mark.slow
 def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
         spark, admin, namespace_root) -> None:
