@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
+from sbqueue.exceptions import ServiceBusAuthorizationError
 from sbqueue.store import deadline
 
 __all__ = [
@@ -58,6 +59,18 @@ def local_path(root: str) -> Path:
     return Path(raw).expanduser().resolve()
 
 
+@contextlib.contextmanager
+def _authorized() -> Iterator[None]:
+    """A folder this process may not read or write is the SDK's authorization error,
+    naming the path (not an OSError trace)."""
+    try:
+        yield
+    except PermissionError as exc:
+        raise ServiceBusAuthorizationError(
+            f"{exc.filename}: this process may not read or write the namespace's folder "
+            f"({exc.strerror}); give it the rights, or use another folder (S1.1)") from None
+
+
 class LocalDocumentStore:
     """Documents under a local folder; safe across threads and processes."""
 
@@ -69,12 +82,17 @@ class LocalDocumentStore:
 
     def read(self, name: str) -> dict[str, Any] | None:
         try:
-            data: dict[str, Any] = json.loads(self._path(name).read_text())
+            with _authorized():
+                data: dict[str, Any] = json.loads(self._path(name).read_text())
             return data
         except FileNotFoundError:
             return None
 
     def _stage(self, name: str, doc: dict[str, Any]) -> Path:
+        with _authorized():
+            return self._write_temp(name, doc)
+
+    def _write_temp(self, name: str, doc: dict[str, Any]) -> Path:
         target = self._path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         temp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
@@ -88,7 +106,8 @@ class LocalDocumentStore:
         temp = self._stage(name, doc)
         try:
             deadline.check()
-            os.link(temp, self._path(name))
+            with _authorized():
+                os.link(temp, self._path(name))
         except FileExistsError:
             raise DocumentExists(name) from None
         finally:
@@ -96,12 +115,14 @@ class LocalDocumentStore:
 
     def replace(self, name: str, doc: dict[str, Any]) -> None:
         deadline.check()
-        os.replace(self._stage(name, doc), self._path(name))
+        with _authorized():
+            os.replace(self._stage(name, doc), self._path(name))
 
     def delete(self, name: str) -> bool:
         deadline.check()
         try:
-            self._path(name).unlink()
+            with _authorized():
+                self._path(name).unlink()
             return True
         except FileNotFoundError:
             return False
@@ -120,8 +141,10 @@ class LocalDocumentStore:
     def lock(self, name: str) -> Iterator[None]:
         """An exclusive lock across processes (flock) on ``<folder>/.locks/<name>``."""
         path = self.folder / ".locks" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as handle:
+        with _authorized():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(path, "a")  # noqa: SIM115 - closed below, after the lock
+        with handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield

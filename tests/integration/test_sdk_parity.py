@@ -148,6 +148,28 @@ def test_issue20_point2_delete_and_purge_messages(admin, spark, namespace_root,
             receiver.complete_message(held)
 
 
+def test_issue20_point2_a_folder_it_may_not_write_is_an_authorization_error(
+        spark, tmp_path) -> None:
+    """A namespace folder this process may not write (made immutable: root bypasses file
+    modes) raises the SDK's ServiceBusAuthorizationError naming the folder, and leaves
+    nothing behind."""
+    import subprocess
+
+    from sbqueue.exceptions import ServiceBusAuthorizationError
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    root = tmp_path / "ns"
+    root.mkdir()
+    if subprocess.run(["chattr", "+i", str(root)], capture_output=True).returncode != 0:
+        pytest.skip("this file system cannot make a folder immutable (chattr +i)")
+    try:
+        with pytest.raises(ServiceBusAuthorizationError, match=str(root)):
+            ServiceBusAdministrationClient(str(root), spark=spark).create_queue("q")
+        assert list(root.iterdir()) == []
+    finally:
+        subprocess.run(["chattr", "-i", str(root)], check=True)
+
+
 @pytest.mark.slow
 def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
         spark, admin, namespace_root) -> None:
