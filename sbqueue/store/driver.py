@@ -19,6 +19,8 @@ import heapq
 import itertools
 import logging
 import os
+import random
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -27,12 +29,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import VariantVal
 
+from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "commits_enabled", "enabled",
            "file_stats", "pin", "scan", "tagged_version"]
 
+_APPEND_TRIES = 20  # a blind append retried after concurrent commits
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
 _SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
 _COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "0" turns a small receive's commits on the driver off
@@ -106,14 +110,27 @@ class Pinned:
 
 def append(path: str, rows: list[Row], tag: str) -> None:
     """Blind append of ``rows`` in one commit carrying ``tag`` as its user metadata (as
-    ``store.delta.append``); conflicts with nothing."""
+    ``store.delta.append``). It reads nothing, so it may always be tried again: delta-rs
+    refuses an append to a Serializable table when a concurrent commit removed files
+    ("deleted data this operation read"); the next attempt lands after that commit."""
     from deltalake import CommitProperties, DeltaTable, write_deltalake
+    from deltalake.exceptions import CommitFailedError
 
-    table = DeltaTable(str(local_path(path)))
-    schema = pa.schema(table.schema().to_arrow())
-    deadline.check()
-    write_deltalake(table, pa.Table.from_pylist(rows, schema), mode="append",
-                    commit_properties=CommitProperties(custom_metadata={"userMetadata": tag}))
+    for attempt in range(_APPEND_TRIES):
+        table = DeltaTable(str(local_path(path)))
+        schema = pa.schema(table.schema().to_arrow())
+        deadline.check()
+        try:
+            write_deltalake(
+                table, pa.Table.from_pylist(rows, schema), mode="append",
+                commit_properties=CommitProperties(custom_metadata={"userMetadata": tag}))
+            return
+        except CommitFailedError as exc:
+            log.debug("driver append to %s lost a race (try %d): %s", path, attempt + 1, exc)
+            time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
+    raise StorageConflictError(
+        f"{path}: a blind append lost {_APPEND_TRIES} races in a row to concurrent commits; "
+        "nothing was appended")
 
 
 class Conflict(Exception):
