@@ -8,10 +8,13 @@ processes, kill tests, the wheel, notebooks, simulated days), as CI runs them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,3 +60,21 @@ def clock() -> Iterator[object]:
 
     yield engine_clock
     engine_clock.reset()
+
+
+@pytest.fixture
+def spark_jobs(spark: object) -> Callable[[Callable[[], T]], tuple[T, int]]:
+    """``spark_jobs(fn)``: ``fn()``'s result and the Spark jobs it ran, counted through a
+    job group of this thread (Spark's status tracker)."""
+    sc = spark.sparkContext  # type: ignore[attr-defined]
+
+    def run(fn: Callable[[], T]) -> tuple[T, int]:
+        group = f"test-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, group)
+        try:
+            out = fn()
+        finally:
+            jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+            sc.setJobGroup("", "")
+        return out, jobs
+    return run

@@ -16,6 +16,7 @@ from sbqueue.aio.management import ServiceBusAdministrationClient
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_issue20_point5_an_asyncio_program_runs_unchanged(spark: Any,
                                                           namespace_root: str) -> None:
     async def program() -> dict[str, Any]:

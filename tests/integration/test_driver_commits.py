@@ -6,7 +6,6 @@ lost (S6.1)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -22,26 +21,15 @@ def commits_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SBQUEUE_DRIVER_COMMITS", "1")
 
 
-def _jobs(spark: Any, fn: Any) -> tuple[Any, int]:
-    sc = spark.sparkContext
-    group = f"test-{uuid.uuid4().hex}"
-    sc.setJobGroup(group, group)
-    try:
-        out = fn()
-    finally:
-        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        sc.setJobGroup("", "")
-    return out, jobs
-
-
 def test_s5_s6_receives_committed_on_the_driver_deliver_each_message_once(
-        spark: Any, admin: Any, namespace_root: str, commits_here: None) -> None:
+        spark: Any, admin: Any, namespace_root: str, commits_here: None,
+        spark_jobs: Any) -> None:
     admin.create_queue("q", enable_partitioning=True, lock_duration="PT5M")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         client.get_queue_sender("q").send_messages(
             [ServiceBusMessage(f"m{i}", partition_key=f"k{i}") for i in range(6)])
         receiver = client.get_queue_receiver("q", max_wait_time=5)
-        first, jobs = _jobs(spark, lambda: receiver.receive_messages(2))
+        first, jobs = spark_jobs(lambda: receiver.receive_messages(2))
         assert len(first) == 2 and jobs == 0
         receiver.complete_message(first[0])
         receiver.abandon_message(first[1])  # S6.4: back, delivered again first (S5.5)
@@ -86,7 +74,8 @@ def test_s6_1_a_record_landing_between_read_and_rewrite_is_not_lost(
 
 
 def test_s6_single_settlements_commit_on_the_driver_without_spark_jobs(
-        spark: Any, admin: Any, namespace_root: str, commits_here: None) -> None:
+        spark: Any, admin: Any, namespace_root: str, commits_here: None,
+        spark_jobs: Any) -> None:
     """S6.5 renew, S6.4 abandon, S6.3 defer, S6.2 dead-letter of one message each: no Spark
     job, and each row ends where the rule says (lane, lock, delivery count, reason)."""
     admin.create_queue("q", lock_duration="PT5M")
@@ -99,14 +88,14 @@ def test_s6_single_settlements_commit_on_the_driver_without_spark_jobs(
             got += more
         by_body = {str(m): m for m in got}
         before = by_body["m0"].locked_until_utc
-        renewed, jobs = _jobs(spark, lambda: receiver.renew_message_lock(by_body["m0"]))
+        renewed, jobs = spark_jobs(lambda: receiver.renew_message_lock(by_body["m0"]))
         assert jobs == 0 and renewed >= before
-        _, jobs = _jobs(spark, lambda: receiver.defer_message(by_body["m1"]))
+        _, jobs = spark_jobs(lambda: receiver.defer_message(by_body["m1"]))
         assert jobs == 0
-        _, jobs = _jobs(spark, lambda: receiver.dead_letter_message(
+        _, jobs = spark_jobs(lambda: receiver.dead_letter_message(
             by_body["m2"], reason="bad", error_description="why"))
         assert jobs == 0
-        _, jobs = _jobs(spark, lambda: receiver.abandon_message(by_body["m0"]))
+        _, jobs = spark_jobs(lambda: receiver.abandon_message(by_body["m0"]))
         assert jobs == 0
         rows = {r["sequence_number"]: r for r in receiver._entity.ledger.rows().where(
             "row_type = 'm'").collect()}

@@ -4,7 +4,6 @@ and no Spark job for them (S5.1, S5.5, S6.1)."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -36,18 +35,6 @@ def _both(monkeypatch: pytest.MonkeyPatch, read: Any) -> tuple[Any, Any]:
     there = read()
     monkeypatch.delenv("SBQUEUE_DRIVER_READS")
     return here, there
-
-
-def _jobs(spark: Any, fn: Any) -> int:
-    sc = spark.sparkContext
-    group = f"test-{uuid.uuid4().hex}"
-    sc.setJobGroup(group, group)
-    try:
-        fn()
-    finally:
-        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        sc.setJobGroup("", "")
-    return jobs
 
 
 @pytest.fixture
@@ -100,11 +87,12 @@ def test_the_inbox_head_read_on_the_driver_is_the_spark_read(
 
 
 def test_a_receive_reads_on_the_driver_without_spark_jobs(
-        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace,
+        spark_jobs: Any) -> None:
     entity = busy_queue.entity("q")
-    on = _jobs(spark, lambda: entity.receive_rows(1))
+    _, on = spark_jobs(lambda: entity.receive_rows(1))
     monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
-    off = _jobs(spark, lambda: entity.receive_rows(1))
+    _, off = spark_jobs(lambda: entity.receive_rows(1))
     assert on <= off - 2  # the ledger top-k and the inbox head are not Spark jobs
 
 
@@ -118,13 +106,14 @@ def test_s1_6_the_size_bound_from_the_log_on_the_driver_is_sparks(
 
 
 def test_s3_4_a_sends_numbers_are_read_on_the_driver_without_spark_jobs(
-        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
+        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace,
+        spark_jobs: Any) -> None:
     entity = busy_queue.entity("q")
     sent = entity.send_dataframe(spark.createDataFrame(
         [(f"n{i}".encode(), f"k{i}") for i in range(4)], "body binary, partition_key string"))
     numbers: dict[str, list[int]] = {}
-    on = _jobs(spark, lambda: numbers.setdefault("on", entity.sequence_numbers(sent.send_id)))
+    _, on = spark_jobs(lambda: numbers.setdefault("on", entity.sequence_numbers(sent.send_id)))
     monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
-    off = _jobs(spark, lambda: numbers.setdefault("off", entity.sequence_numbers(sent.send_id)))
+    _, off = spark_jobs(lambda: numbers.setdefault("off", entity.sequence_numbers(sent.send_id)))
     assert numbers["on"] == numbers["off"] and len(set(numbers["on"])) == 4
     assert on == 0 < off

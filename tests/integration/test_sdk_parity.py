@@ -85,6 +85,7 @@ def test_issue20_point3_a_timeout_past_at_commit_stores_nothing(admin, spark,
             assert receiver.receive_messages(5, max_wait_time=1) == []
 
 
+@pytest.mark.slow
 def test_issue20_point6_a_topic_cancel_names_the_topic_numbers_and_is_all_or_nothing(
         admin, spark, namespace_root) -> None:
     """S8.4, S8.5: cancelling an already cancelled topic message beside a waiting one
@@ -123,6 +124,7 @@ def test_issue20_point6_a_schedule_a_cursor_passed_is_active_once_due(
         assert (props.scheduled_message_count, props.active_message_count) == (0, 1)
 
 
+@pytest.mark.slow
 def test_issue20_point2_delete_and_purge_messages(admin, spark, namespace_root,
                                                  clock) -> None:
     """S5.7: ``delete_messages`` removes the oldest unlocked active messages enqueued before

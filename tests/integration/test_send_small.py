@@ -41,18 +41,6 @@ def _messages() -> list[ServiceBusMessage]:
     ]
 
 
-def _jobs(spark: Any, fn: Any) -> tuple[Any, int]:
-    sc = spark.sparkContext
-    group = f"test-{uuid.uuid4().hex}"
-    sc.setJobGroup(group, group)
-    try:
-        out = fn()
-    finally:
-        jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        sc.setJobGroup("", "")
-    return out, jobs
-
-
 def _stored(client: ServiceBusClient, queue: str) -> DataFrame:
     """The inbox rows, without what differs between two sends by design (ids of the send,
     when it ran); the time to live as the span from activation to expiry."""
@@ -70,12 +58,13 @@ def _stored(client: ServiceBusClient, queue: str) -> DataFrame:
 
 
 def test_s2_s4_s8_a_driver_send_stores_the_spark_sends_rows(
-        spark: Any, admin: Any, namespace_root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        spark: Any, admin: Any, namespace_root: str, monkeypatch: pytest.MonkeyPatch,
+        spark_jobs: Any) -> None:
     for name in ("here", "spark"):
         admin.create_queue(name, enable_partitioning=True,
                            default_message_time_to_live=timedelta(minutes=10))
     with ServiceBusClient(namespace_root, spark=spark) as client:
-        _, jobs = _jobs(spark, lambda: client.get_queue_sender("here").send_messages(
+        _, jobs = spark_jobs(lambda: client.get_queue_sender("here").send_messages(
             _messages()))
         assert jobs == 0
         monkeypatch.setenv("SBQUEUE_DRIVER_COMMITS", "0")
@@ -147,12 +136,12 @@ def test_s3_s5_driver_and_spark_sends_side_by_side_keep_row_ids_and_order(
 
 
 def test_s8_4_schedule_and_cancel_after_a_driver_send(
-        spark: Any, admin: Any, namespace_root: str) -> None:
+        spark: Any, admin: Any, namespace_root: str, spark_jobs: Any) -> None:
     admin.create_queue("q", enable_partitioning=True)
     with ServiceBusClient(namespace_root, spark=spark) as client:
         sender = client.get_queue_sender("q")
         at = datetime.now(timezone.utc) + timedelta(minutes=5)
-        seqs, jobs = _jobs(spark, lambda: sender.schedule_messages(
+        seqs, jobs = spark_jobs(lambda: sender.schedule_messages(
             [ServiceBusMessage("a"), ServiceBusMessage("b", partition_key="k")], at))
         assert len(seqs) == 2 and jobs == 0
         peeked = client.get_queue_receiver("q").peek_messages(5)
