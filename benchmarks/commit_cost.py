@@ -15,6 +15,7 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   how much of the lock was left after the 50th.
 - ``loop``: the client loop (receive one, complete it) with 1, 4 and 16 threads of one
   process on a 16-partition queue: messages per second, and conflicts retried.
+- ``aio``: the same loop as 16 asyncio tasks of ``sbqueue.aio`` (issue 20 point 5).
 - ``create``: ``create_queue`` beside a raw ``CREATE TABLE`` of one Delta table.
 - ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
   then completing them: how many were lost.
@@ -202,6 +203,35 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
             "conflicts_retried": conflicts, "group_commits": commits}
 
 
+def aio_loop(spark: Any, root: str, messages: int, tasks: int = 16) -> dict[str, Any]:
+    """The client loop as ``tasks`` asyncio tasks on one 16-partition queue."""
+    import asyncio
+
+    from sbqueue.aio import ServiceBusClient as AsyncClient
+
+    ServiceBusAdministrationClient(root, spark=spark).create_queue(
+        "aio", enable_partitioning=True)
+    with ServiceBusClient(root, spark=spark).get_queue_sender("aio") as sender:
+        sender.send_messages([ServiceBusMessage(BODY) for _ in range(messages)])
+
+    async def run() -> tuple[int, float]:
+        done, last = [0], [0.0]
+        async with AsyncClient(root, spark=spark) as client:
+            async def task() -> None:
+                async with client.get_queue_receiver("aio", max_wait_time=5) as receiver:
+                    while batch := await receiver.receive_messages(1):
+                        await receiver.complete_message(batch[0])
+                        done[0] += 1
+                        last[0] = time.perf_counter()
+            started = time.perf_counter()
+            await asyncio.gather(*(task() for _ in range(tasks)))
+        return done[0], last[0] - started
+
+    count, seconds = asyncio.run(run())
+    return {"part": "aio", "messages": count, "tasks": tasks,
+            "msg_per_s": round(count / seconds, 2)}
+
+
 def _group_commits() -> dict[str, int]:
     """Commits made so far by the process's group commits, by kind (receive, complete)."""
     from sbqueue.engine.group import _groups
@@ -282,6 +312,7 @@ def main() -> None:
         "single": lambda spark, root: single(spark, root, args.reps),
         "sdk50": sdk50,
         "loop": lambda spark, root: loop(spark, root, args.loop_messages),
+        "aio": lambda spark, root: aio_loop(spark, root, args.loop_messages),
         "create": lambda spark, root: create(spark, root, args.reps),
         "renewer": lambda spark, root: renewer(spark, root, args.renew_minutes),
         "drain": drain, "forward": forward, "pool": pool,
