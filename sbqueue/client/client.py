@@ -7,9 +7,11 @@ connection string (docs/api/client.md).
 
 from __future__ import annotations
 
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from sbqueue.client.convert import utc
 from sbqueue.client.enums import (
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
@@ -137,17 +139,21 @@ class ServiceBusClient:
                                   max_wait_time=max_wait_time, prefetch_count=prefetch_count,
                                   session_id=session_id, auto_lock_renewer=renewer)
 
-    def list_queue_sessions(self, queue_name: str, **kwargs: Any) -> list[str]:
-        """The ids of the queue's sessions that have messages or a state (S10.6)."""
+    def list_queue_sessions(self, queue_name: str, *,
+                            state_updated_after: datetime | None = None,
+                            **kwargs: Any) -> list[str]:
+        """The ids of the queue's sessions that have messages or a state (S10.6); with
+        ``state_updated_after``, those whose state was set after that time."""
         accept("list_queue_sessions", kwargs, OPERATION)
-        return self.namespace.entity(queue_name).sessions.list_ids()
+        return self.namespace.entity(queue_name).sessions.list_ids(utc(state_updated_after))
 
-    def list_subscription_sessions(self, topic_name: str, subscription_name: str,
+    def list_subscription_sessions(self, topic_name: str, subscription_name: str, *,
+                                   state_updated_after: datetime | None = None,
                                    **kwargs: Any) -> list[str]:
-        """The ids of the subscription's sessions that have messages or a state (S10.6)."""
+        """As ``list_queue_sessions``, for a subscription (S10.6)."""
         accept("list_subscription_sessions", kwargs, OPERATION)
         path = f"{topic_name}/{SUBSCRIPTIONS_SEGMENT}/{subscription_name}"
-        return self.namespace.entity(path).sessions.list_ids()
+        return self.namespace.entity(path).sessions.list_ids(utc(state_updated_after))
 
     def transaction(self) -> ServiceBusTransaction:
         """A transaction on one entity (S12): ``with client.transaction() as tx:`` commits

@@ -111,7 +111,7 @@ class Sessions:
         rows = (self.entity.ledger.sessions(F.col("partition_id").isin(parts)
                                             & F.col("session_id").isin(wanted))
                 .select("session_id", "lock_token", "locked_until_utc", "row_version",
-                        "session_state").collect())
+                        "session_state", "enqueued_time_utc").collect())
         return {str(r["session_id"]): as_aware(r) for r in rows}
 
     def get_state(self, session_id: str) -> bytes | None:
@@ -121,17 +121,23 @@ class Sessions:
             row["session_state"])
 
     def states(self) -> DataFrame:
-        """Every session with a state or a lock: session_id, state, locked_until_utc."""
+        """Every session with a state or a lock: session_id, state, locked_until_utc and
+        when the state was last set (``state_updated_utc``)."""
         return (self.entity.ledger.sessions()
                 .select("session_id", "partition_id", F.col("session_state").alias("state"),
-                        "locked_until_utc"))
+                        "locked_until_utc",
+                        F.col("enqueued_time_utc").alias("state_updated_utc")))
 
-    def list_ids(self) -> list[str]:
-        """Sessions with messages in the entity or a state (S10.6)."""
+    def list_ids(self, state_updated_after: datetime | None = None) -> list[str]:
+        """Sessions with messages in the entity or a state (S10.6); with
+        ``state_updated_after``, those whose state was set after that time."""
+        with_state = self.states().where(F.col("state").isNotNull())
+        if state_updated_after is not None:
+            recent = with_state.where(F.col("state_updated_utc") > F.lit(state_updated_after))
+            return sorted(str(r[0]) for r in recent.select("session_id").collect())
         with_messages = self.entity.messages().where(F.col("session_id").isNotNull()).select(
             "session_id")
-        with_state = self.states().where(F.col("state").isNotNull()).select("session_id")
-        rows = with_messages.union(with_state).distinct().collect()
+        rows = with_messages.union(with_state.select("session_id")).distinct().collect()
         return sorted(str(r[0]) for r in rows)
 
     # -- committing s rows -----------------------------------------------------------------
@@ -149,9 +155,16 @@ class Sessions:
             EXPECT_COLUMN: None if read is None else int(read["row_version"]),
             OP_COLUMN: "upsert"}
         if read is not None:
-            row.update(lock_token=read["lock_token"], locked_until_utc=read["locked_until_utc"])
+            row.update(lock_token=read["lock_token"], locked_until_utc=read["locked_until_utc"],
+                       enqueued_time_utc=read.get("enqueued_time_utc"))
         row.update(values)
         return row
+
+    def state_row(self, session_id: str, read: dict[str, Any] | None, state: bytes | None
+                  ) -> dict[str, Any]:
+        """The s row with a new state, stamped with when it was set (its
+        ``enqueued_time_utc``: ``list_*_sessions(state_updated_after=...)``)."""
+        return self.s_row(session_id, read, session_state=state, enqueued_time_utc=utcnow())
 
     # -- locks -----------------------------------------------------------------------------
     def _try_lock(self, session_ids: list[str]) -> list[SessionLock]:
@@ -326,7 +339,7 @@ class Sessions:
 
         def attempt() -> None:
             read = self.held_row(lock)
-            self._commit([self.s_row(lock.session_id, read, session_state=data)],
+            self._commit([self.state_row(lock.session_id, read, data)],
                          [lock.partition])
 
         retry_conflicts(attempt, what=f"set the state of session {lock.session_id!r}")
@@ -344,7 +357,7 @@ class Sessions:
             good = [s for s, (_, token) in wanted.items()
                     if s in read and session_held(token, now).evaluate(read[s])]
             if good:
-                self._commit([self.s_row(s, read[s], session_state=wanted[s][0])
+                self._commit([self.state_row(s, read[s], wanted[s][0])
                               for s in good], {self.partition_of(s) for s in good})
             return SessionStateResult(sorted(good), sorted(set(wanted) - set(good)))
 

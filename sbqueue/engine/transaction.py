@@ -228,7 +228,7 @@ def _state_row(entity: Entity, plan: TransactionPlan, read: dict[str, Any] | Non
     lock, data = plan.state
     sessions = entity.sessions
     row = sessions.held_row(lock, read)
-    return [sessions.s_row(lock.session_id, row, session_state=data)]
+    return [sessions.state_row(lock.session_id, row, data)]
 
 
 def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None

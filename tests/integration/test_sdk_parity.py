@@ -172,6 +172,24 @@ def test_issue20_point2_a_folder_it_may_not_write_is_an_authorization_error(
         subprocess.run(["chattr", "-i", str(root)], check=True)
 
 
+def test_issue20_point3_sessions_listed_by_when_their_state_was_set(
+        admin, spark, namespace_root, clock) -> None:
+    """S10.6: ``list_queue_sessions(state_updated_after=...)`` lists the sessions whose
+    state was set after that time (the keyword used to be refused)."""
+    admin.create_queue("q", requires_session=True)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages(
+            [ServiceBusMessage("x", session_id=s) for s in ("a", "b", "c")])
+        with client.get_queue_receiver("q", session_id="a") as receiver:
+            receiver.session.set_state(b"early")
+        cut = clock.advance(10)
+        clock.advance(10)
+        with client.get_queue_receiver("q", session_id="b") as receiver:
+            receiver.session.set_state(b"late")
+        assert client.list_queue_sessions("q", state_updated_after=cut) == ["b"]
+        assert client.list_queue_sessions("q") == ["a", "b", "c"]
+
+
 @pytest.mark.slow
 def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
         spark, admin, namespace_root) -> None:

@@ -90,10 +90,11 @@ def test_transport_keywords_are_accepted_and_misspelt_ones_refused(tmp_path: Pat
         admin.get_queue("q", api_version="2021-05", logging_enable=True)
 
 
-def test_listing_sessions_refuses_a_keyword_it_would_not_honour(tmp_path: Path) -> None:
-    """``state_updated_after`` is not implemented: refused, not silently ignored."""
+def test_listing_sessions_refuses_a_misspelt_keyword(tmp_path: Path) -> None:
+    """``state_updated_after`` is honoured (tests/integration/test_sdk_parity.py); a
+    misspelling of it is refused, not silently ignored."""
     from sbqueue import ServiceBusClient
 
     client = ServiceBusClient(str(tmp_path / "ns"))
-    with pytest.raises(TypeError, match=r"list_queue_sessions\(\).*'state_updated_after'"):
-        client.list_queue_sessions("q", state_updated_after=None)
+    with pytest.raises(TypeError, match=r"list_queue_sessions\(\).*'state_updated_afte'"):
+        client.list_queue_sessions("q", state_updated_afte=None)
