@@ -63,6 +63,11 @@ class RoundRobin:
         self._counter = itertools.count(start)
         self._lock = threading.Lock()
 
+    def pick(self, choices: list[int]) -> int:
+        """The next of ``choices`` (the available partitions), evenly."""
+        with self._lock:
+            return choices[next(self._counter) % len(choices)]
+
     def take(self, count: int) -> list[int]:
         """The partitions for the next ``count`` unkeyed messages."""
         with self._lock:

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 import pyarrow as pa
+from deltalake.exceptions import DeltaError
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -44,7 +45,9 @@ class Inbox(Table):
             table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
             append_tracked(str(local_path(self.path)), table, ["partition_id", "segment"],
                            tag, _STATS)
-        except (Unsupported, OSError, ValueError, pa.ArrowException) as exc:
+        except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
+            # raised before the commit was published (``append_tracked`` never raises
+            # after it): nothing stored, so the Spark send may store it
             log.debug("driver send fell back to Spark: %r", exc)
             return False
         return True

@@ -93,6 +93,17 @@ def _lives_ms(own_ms: int | None, props: QueueProperties) -> int | None:
     return cap if own_ms is None else min(own_ms, cap)
 
 
+def _expiry(active_from: datetime, lives_ms: int | None) -> datetime | None:
+    """When the message expires (S8.1): at least a second after activation; a time to live
+    past year 9999 (Python's last) is stored as the last instant, never reached."""
+    if lives_ms is None:
+        return None
+    try:
+        return active_from + timedelta(milliseconds=max(lives_ms, 1000))
+    except OverflowError:
+        return datetime.max.replace(tzinfo=active_from.tzinfo)
+
+
 def _partition(message: Outgoing, props: QueueProperties, available: list[int],
                fenced: frozenset[int], spread: RoundRobin) -> int:
     """The key's partition (S4.1, S4.2), refused when unavailable (S4.4); else the next
@@ -106,7 +117,7 @@ def _partition(message: Outgoing, props: QueueProperties, available: list[int],
             raise _refuse(f"PartitionUnavailable: a message keyed {key} routes to unavailable "
                           f"partition {routed} (S4.4)")
         return routed
-    return available[spread.take(1)[0] % len(available)]
+    return spread.pick(available)
 
 
 def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: frozenset[int],
@@ -143,8 +154,7 @@ def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: fro
             "application_properties": None if variant is None else {
                 "value": variant[0], "metadata": variant[1]},
             "body": message["body"], "size_in_bytes": size, "enqueued_time_utc": now,
-            "expires_at_utc": None if lives_ms is None else active_from + timedelta(
-                milliseconds=max(lives_ms, 1000)),
+            "expires_at_utc": _expiry(active_from, lives_ms),
             "enqueued_sequence_number": 0, "hop_count": 0, "targets": None,
         })
     return rows

@@ -23,6 +23,7 @@ Spark, which is always correct.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -83,10 +84,12 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         body = _commit(files, version + 1, high, tag)
         deadline.check()
         if _publish(log, version + 1, body):
-            _checkpoint(root, version + 1)
+            _checkpoint(root, version + 1)  # never raises: the append is committed
             return version + 1
-        version = _latest(log)
-        _check_protocol(log, version, since=version)
+        latest = _latest(log)
+        for between in range(version + 1, latest + 1):  # every commit we lost to
+            _check_protocol(log, between, since=between)
+        version = latest
     raise Unsupported(f"{path}: no version won in {_RETRIES} tries")
 
 
@@ -117,11 +120,10 @@ def _checkpoint(root: Path, version: int) -> None:
     if version % CHECKPOINT_EVERY:
         return
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError
 
     try:
         DeltaTable(str(root), version=version).create_checkpoint()
-    except (DeltaError, OSError) as exc:  # a later one will do; readers replay meanwhile
+    except Exception as exc:  # the append is committed whatever happens here
         logger.debug("no checkpoint at %s of %s: %r", version, root, exc)
 
 
@@ -136,14 +138,6 @@ def _latest(log: Path) -> int:
 def _actions(log: Path, version: int) -> list[dict[str, Any]]:
     with open(log / f"{version:020d}.json", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def _checkpoint_version(log: Path) -> int:
-    try:
-        with open(log / "_last_checkpoint", encoding="utf-8") as f:
-            return int(json.load(f)["version"])
-    except (OSError, ValueError, KeyError):
-        return -1
 
 
 def _check_protocol(log: Path, version: int, since: int | None = None) -> None:
@@ -163,12 +157,15 @@ def _check_protocol(log: Path, version: int, since: int | None = None) -> None:
 
 def _high_water_mark(log: Path, version: int) -> int:
     """The highest row id assigned up to ``version``: the newest commit of the row-tracking
-    domain, else the checkpoint's; -1 when none was ever assigned."""
-    floor = _checkpoint_version(log)
+    domain, else the newest checkpoint's (found by listing the log, not by the optional
+    ``_last_checkpoint`` hint); -1 only when every commit from version 0 was read and none
+    assigned one. Anything less certain (a commit missing, a checkpoint without the domain)
+    is ``Unsupported``: a wrong mark would give two rows one id."""
+    floor = max((int(n.name[:20]) for n in log.glob("*.checkpoint*.parquet")
+                 if n.name[:20].isdigit() and int(n.name[:20]) <= version), default=-1)
     for v in range(version, floor, -1):
-        file = log / f"{v:020d}.json"
-        if not file.exists():
-            break
+        if not (log / f"{v:020d}.json").exists():
+            raise Unsupported(f"{log}: commit {v} is not in the log")
         for action in _actions(log, v):
             domain = action.get("domainMetadata")
             if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
@@ -187,7 +184,7 @@ def _checkpoint_mark(log: Path, version: int) -> int:
         for domain in rows:
             if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
                 return int(json.loads(domain["configuration"])["rowIdHighWaterMark"])
-    return -1
+    raise Unsupported(f"{log}: checkpoint {version} holds no row-id high-water mark")
 
 
 def _split(table: pa.Table, partition_by: Sequence[str]) -> list[pa.Table]:
@@ -269,4 +266,5 @@ def _publish(log: Path, version: int, body: str) -> bool:
     except FileExistsError:
         return False
     finally:
-        temp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            temp.unlink(missing_ok=True)

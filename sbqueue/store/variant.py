@@ -51,6 +51,12 @@ def iso_duration(value: timedelta) -> str:
     return f"PT{java_double(float(Decimal(micros) / Decimal(1_000_000)))}S"
 
 
+def _java_order(key: str) -> bytes:
+    """Spark sorts an object's fields as Java compares strings (UTF-16 code units), which
+    differs from code point order beyond the BMP; lookups by binary search rely on it."""
+    return key.encode("utf-16-be")
+
+
 def _primitive(kind: int) -> bytes:
     return bytes([(kind << 2) | _PRIMITIVE])
 
@@ -111,7 +117,7 @@ def encode_object(values: Mapping[str, Any]) -> tuple[bytes, bytes]:
     for part in encoded:
         starts.append(at)
         at += len(part)
-    order = sorted(values, key=lambda k: k.encode("utf-8"))  # fields sorted by key
+    order = sorted(values, key=_java_order)  # fields sorted by key, as Spark compares them
     count = len(order)
     large = count > 255
     id_size = _size_of(max(count - 1, 0))
@@ -150,6 +156,6 @@ def _json_value(value: Any) -> str:
 def to_json(values: Mapping[str, Any]) -> str:
     """``encode_object(values)`` as Spark's ``to_json`` writes it (fields by key, doubles as
     Java writes them, UTC times, UTF-8 kept): what S2.4 counts as the properties' size."""
-    order = sorted(values, key=lambda k: k.encode("utf-8"))
+    order = sorted(values, key=_java_order)
     return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_json_value(values[k])}"
                           for k in order) + "}"

@@ -117,3 +117,53 @@ def test_s8_1_s8_4_time_to_live_capped_and_counted_from_activation() -> None:
                      timedelta(milliseconds=1500), timedelta(seconds=1)]
     assert [r["time_to_live_ms"] for r in rows] == [None, 5 * 3600_000, 1500, 10]
     assert all(r["size_in_bytes"] == 5 for r in rows)  # body + message id
+
+
+def test_fields_are_ordered_as_java_compares_keys() -> None:
+    """Spark orders an object's fields by UTF-16 code units (Java's String.compareTo):
+    beyond the BMP that is not code point order, and Spark's lookups rely on it."""
+    assert to_json({"\uff41": 1, "\U0001f600": 2}) == '{"\U0001f600":2,"\uff41":1}'
+    value, metadata = encode_object({"\uff41": 1, "\U0001f600": 2})
+    assert VariantVal(value, metadata).toPython() == {"\uff41": 1, "\U0001f600": 2}
+
+
+def _commit(log: Any, version: int, mark: int | None) -> None:
+    import json
+
+    lines = [{"commitInfo": {}}]
+    if mark is not None:
+        lines.append({"domainMetadata": {"domain": "delta.rowTracking", "removed": False,
+                                         "configuration": json.dumps(
+                                             {"rowIdHighWaterMark": mark})}})
+    (log / f"{version:020d}.json").write_text("\n".join(json.dumps(x) for x in lines))
+
+
+def test_the_row_id_mark_is_read_or_refused_never_guessed(tmp_path: Any) -> None:
+    """A driver append draws row ids above the newest high-water mark in the log; when
+    the log cannot tell it for sure it refuses (Spark appends instead) rather than start
+    again from 0 and give two rows one id."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sbqueue.store.tracked import Unsupported, _high_water_mark
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    _commit(log, 0, None)
+    assert _high_water_mark(log, 0) == -1  # nothing ever assigned
+    _commit(log, 1, 41)
+    _commit(log, 2, None)  # a delete: no new ids
+    assert _high_water_mark(log, 2) == 41
+    (log / f"{1:020d}.json").unlink()
+    with pytest.raises(Unsupported, match="commit 1"):
+        _high_water_mark(log, 2)
+    domain = pa.struct([("domain", pa.string()), ("configuration", pa.string()),
+                        ("removed", pa.bool_())])
+    pq.write_table(pa.table({"domainMetadata": pa.array([None], domain)}),
+                   log / f"{1:020d}.checkpoint.parquet")
+    with pytest.raises(Unsupported, match="no row-id high-water mark"):
+        _high_water_mark(log, 2)
+    pq.write_table(pa.table({"domainMetadata": pa.array(
+        [{"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark": 41}',
+          "removed": False}], domain)}), log / f"{1:020d}.checkpoint.parquet")
+    assert _high_water_mark(log, 2) == 41
