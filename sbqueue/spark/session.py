@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
-from sbqueue.exceptions import SparkSetupError
+from sbqueue.exceptions import ServiceBusCommunicationError, SparkSetupError
 from sbqueue.spark.logstore import LOGSTORE_CLASS, ensure_logstore_jar
 from sbqueue.spark.paths import cache_dir, conf_dir
 
@@ -112,6 +114,21 @@ def _require_delta(session: SparkSession, origin: str) -> None:
         )
 
 
+def _reach(remote: str, seconds: float = 5.0) -> None:
+    """A Spark Connect server that cannot be reached is the SDK's communication error,
+    naming the remote, at once: the Connect client itself retries for minutes before its
+    gRPC error."""
+    parsed = urlparse(remote.split(";", 1)[0].replace("sc://", "http://", 1))
+    host, port = parsed.hostname or "localhost", parsed.port or 15002
+    try:
+        socket.create_connection((host, port), timeout=seconds).close()
+    except OSError as exc:
+        raise ServiceBusCommunicationError(
+            f"the Spark Connect server {remote!r} ({host}:{port}) cannot be reached: "
+            f"{exc.strerror or exc}; start it, or unset SPARK_REMOTE for a local session"
+        ) from None
+
+
 def get_session(
     app_name: str = "sbqueue",
     master: str | None = None,
@@ -133,6 +150,8 @@ def get_session(
             return active
         origin = configured_elsewhere()
         if origin is not None:
+            if origin == "Spark Connect":
+                _reach(os.environ.get("SPARK_REMOTE", ""))
             session = SparkSession.builder.appName(app_name).getOrCreate()
             _require_delta(session, origin)
             return session

@@ -98,3 +98,21 @@ def test_listing_sessions_refuses_a_misspelt_keyword(tmp_path: Path) -> None:
     client = ServiceBusClient(str(tmp_path / "ns"))
     with pytest.raises(TypeError, match=r"list_queue_sessions\(\).*'state_updated_afte'"):
         client.list_queue_sessions("q", state_updated_afte=None)
+
+
+def test_an_unreachable_connect_server_is_a_communication_error() -> None:
+    """Issue 20 point 2: ``SPARK_REMOTE`` naming a server that does not answer raises the
+    SDK's ServiceBusCommunicationError naming it, at once (the Connect client would retry
+    for minutes)."""
+    import os
+    import subprocess
+    import sys
+
+    program = ("from sbqueue.spark import get_session\n"
+               "from sbqueue.exceptions import ServiceBusCommunicationError\n"
+               "try:\n    get_session()\nexcept ServiceBusCommunicationError as e:\n"
+               "    print('RAISED', e)\n")
+    env = {**os.environ, "SPARK_REMOTE": "sc://localhost:1"}
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert "RAISED the Spark Connect server 'sc://localhost:1'" in done.stdout, done.stderr
