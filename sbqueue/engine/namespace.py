@@ -23,7 +23,11 @@ from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.reads import messages_sql
 from sbqueue.engine.topic import Topic
-from sbqueue.exceptions import InvalidOperationError, MessagingEntityNotFoundError
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    MessagingEntityNotFoundError,
+    ServiceBusConnectionError,
+)
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
 if TYPE_CHECKING:
@@ -61,7 +65,7 @@ def _open_catalog(root: str, spark: SparkSession) -> Catalog:
                    or ("ClassNotFoundException" in text and "FileSystem" in text))
         if missing:
             scheme = root.split(":", 1)[0]
-            raise InvalidOperationError(
+            raise ServiceBusConnectionError(
                 f"namespace {root!r}: this Spark session has no file system for {scheme}: "
                 "add its Hadoop connector and credentials (README, 'On a cluster and on cloud "
                 "storage') (S1.1)") from None

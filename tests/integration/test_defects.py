@@ -73,7 +73,11 @@ def test_s1_3_update_cannot_change_the_partition_count(admin, spark) -> None:
 
 @pytest.mark.spark
 def test_s1_1_an_unreachable_storage_scheme_is_one_clear_error(spark) -> None:
-    with pytest.raises(InvalidOperationError, match=r"no file system for s3a.*S1\.1"):
+    """The SDK's ServiceBusConnectionError (issue 20 point 2): the storage cannot be
+    reached from this session."""
+    from sbqueue.exceptions import ServiceBusConnectionError
+
+    with pytest.raises(ServiceBusConnectionError, match=r"no file system for s3a.*S1\.1"):
         Namespace("s3a://bucket/namespace", spark)
 
 
