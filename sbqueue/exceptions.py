@@ -60,7 +60,8 @@ class ServiceBusCommunicationError(ServiceBusError):
 
 
 class ServiceBusServerBusyError(ServiceBusError):
-    """Kept for ported code: sbqueue has no server that throttles; never raised."""
+    """The storage is too busy for the operation now: raised as ``StorageConflictError``
+    (commits kept losing to concurrent writers past their retry budget); retry later."""
 
 
 class AutoLockRenewFailed(ServiceBusError):
@@ -127,5 +128,6 @@ class SparkSetupError(ServiceBusError, RuntimeError):
     """Spark or Delta could not be started; the message says what to do."""
 
 
-class StorageConflictError(ServiceBusError):
-    """A Delta commit kept conflicting with concurrent writers past its retry budget."""
+class StorageConflictError(ServiceBusServerBusyError):
+    """A Delta commit kept conflicting with concurrent writers past its retry budget (what
+    an SDK program catches as ``ServiceBusServerBusyError``); nothing was committed."""

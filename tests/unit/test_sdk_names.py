@@ -42,6 +42,8 @@ def test_the_sdks_other_error_names_exist() -> None:
                  "ServiceBusAuthenticationError", "ServiceBusCommunicationError",
                  "ServiceBusServerBusyError", "AutoLockRenewFailed", "AutoLockRenewTimeout"):
         assert issubclass(getattr(errors, name), errors.ServiceBusError), name
+    # commits that keep losing to concurrent writers are what the SDK calls a busy server
+    assert issubclass(errors.StorageConflictError, errors.ServiceBusServerBusyError)
 
 
 def test_parse_connection_string_names_the_parts_as_the_sdk_does() -> None:
