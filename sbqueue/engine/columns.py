@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -21,13 +21,13 @@ from pyspark.sql.types import DataType, StructType
 from sbqueue.core import clock
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
 from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.store.variant import epoch_micros, micros
 
 __all__ = ["now_column", "project", "sequence_column", "sql_literal", "to_column", "to_sql",
            "values_frame"]
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 INLINE_ROWS = 1000  # rows ``values_frame`` writes as SQL at most
 
 
@@ -39,13 +39,9 @@ def sql_literal(value: Any) -> str:
     if isinstance(value, int):
         return f"{value}L" if abs(value) >= 2**31 else str(value)
     if isinstance(value, datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        delta = aware - _EPOCH  # exact microseconds: no time zone or format in between
-        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return f"timestamp_micros({micros}L)"
+        return f"timestamp_micros({epoch_micros(value)}L)"
     if isinstance(value, timedelta):
-        micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-        return f"make_dt_interval(0, 0, 0, {micros} / 1000000.0)"
+        return f"make_dt_interval(0, 0, 0, {micros(value)} / 1000000.0)"
     if isinstance(value, str):
         if _plain(value):
             return f"'{value}'"

@@ -32,7 +32,7 @@ from sbqueue.exceptions import (
     MessageSizeExceededError,
     PartitionUnavailableError,
 )
-from sbqueue.store.variant import encode_object, to_json
+from sbqueue.store.variant import encode_object, micros, to_json
 
 __all__ = ["SMALL", "Outgoing", "inbox_rows", "result_of"]
 
@@ -40,10 +40,6 @@ SMALL = 200  # messages a send makes on the driver at most; more: one Spark job
 Outgoing = Mapping[str, Any]  # body (bytes), STRING_PROPERTIES, time_to_live,
 # scheduled_enqueue_time_utc (aware), application_properties (a dict of S2.3 values)
 _IDS = ("message_id", "session_id", "partition_key", "reply_to_session_id")
-
-
-def _micros(value: timedelta) -> int:
-    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
 
 
 def _problem(message: Outgoing, props: QueueProperties, header: int, size: int) -> str | None:
@@ -81,8 +77,8 @@ def _time_to_live_ms(message: Outgoing) -> int | None:
     ttl = message.get("time_to_live")
     if ttl is None:
         return None
-    micros = _micros(ttl)
-    return micros // 1000 if micros >= 0 else -((-micros) // 1000)
+    total = micros(ttl)
+    return total // 1000 if total >= 0 else -((-total) // 1000)
 
 
 def _lives_ms(own_ms: int | None, props: QueueProperties) -> int | None:

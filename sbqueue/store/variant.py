@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["encode_object", "iso_duration", "java_double", "to_json"]
+__all__ = ["encode_object", "epoch_micros", "iso_duration", "java_double", "micros", "to_json"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Primitive type ids and basic types of the encoding.
@@ -45,10 +45,21 @@ def java_double(value: float) -> str:
     return f"{'-' if sign else ''}{lead[0]}.{lead[1:] or '0'}E{exponent + len(lead) - 1}"
 
 
+def micros(value: timedelta) -> int:
+    """The exact microseconds of a timedelta (Spark's unit for times and intervals)."""
+    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+
+
+def epoch_micros(value: datetime) -> int:
+    """A datetime as Spark stores a timestamp: microseconds since the epoch, UTC (a naive
+    one taken as UTC); exact, no time zone or format in between."""
+    aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return micros(aware - _EPOCH)
+
+
 def iso_duration(value: timedelta) -> str:
     """A timedelta as the send stores it: ``PT<seconds>S``, seconds as a Java double."""
-    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    return f"PT{java_double(float(Decimal(micros) / Decimal(1_000_000)))}S"
+    return f"PT{java_double(float(Decimal(micros(value)) / Decimal(1_000_000)))}S"
 
 
 def _java_order(key: str) -> bytes:
@@ -75,10 +86,7 @@ def _scalar(value: Any) -> bytes:
     if isinstance(value, float):
         return _primitive(_DOUBLE) + struct.pack("<d", value)
     if isinstance(value, datetime):
-        aware = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        delta = aware - _EPOCH
-        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-        return _primitive(_TIMESTAMP) + micros.to_bytes(8, "little", signed=True)
+        return _primitive(_TIMESTAMP) + epoch_micros(value).to_bytes(8, "little", signed=True)
     if isinstance(value, timedelta):
         return _scalar(iso_duration(value))
     data = str(value).encode("utf-8")  # str, uuid
