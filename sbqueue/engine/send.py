@@ -42,7 +42,7 @@ from sbqueue.exceptions import (
     PartitionUnavailableError,
 )
 
-__all__ = ["SETTABLE", "SendResult", "prepare_send", "send_dataframe"]
+__all__ = ["SETTABLE", "SendResult", "prepare_send", "refusal", "send_dataframe"]
 
 SETTABLE = frozenset({*STRING_PROPERTIES, "body", "time_to_live", "scheduled_enqueue_time_utc",
                       "application_properties"})
@@ -324,14 +324,20 @@ def send_dataframe(df: DataFrame, props: QueueProperties | TopicProperties, inbo
         if _MARK not in text:
             raise
         detail = text.split(_MARK, 1)[1].split(" SQLSTATE")[0].split("\n")[0].strip()
-        if detail.startswith("MessageSizeExceeded: "):
-            raise MessageSizeExceededError(detail.split(": ", 1)[1]) from None
-        if detail.startswith("PartitionUnavailable: "):
-            raise PartitionUnavailableError(detail.split(": ", 1)[1]) from None
-        raise InvalidOperationError(detail) from None
+        raise refusal(detail) from None
     observed = counted.get
     return SendResult(count=int(observed.get("rows", 0)), send_id=send_id,
                       size_in_bytes=int(observed.get("bytes") or 0))
+
+
+def refusal(problem: str) -> Exception:
+    """The error of a refused send, from the problem text the checks give (its class by its
+    prefix): one mapping for the Spark send and the driver send."""
+    if problem.startswith("MessageSizeExceeded: "):
+        return MessageSizeExceededError(problem.split(": ", 1)[1])
+    if problem.startswith("PartitionUnavailable: "):
+        return PartitionUnavailableError(problem.split(": ", 1)[1])
+    return InvalidOperationError(problem)
 
 
 def _route_udf(partitions: int) -> Callable[[Column], Column]:

@@ -26,12 +26,8 @@ from sbqueue.core.properties import QueueProperties
 from sbqueue.core.routing import RoundRobin, partition_for, routing_key
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
 from sbqueue.engine.schema import SEGMENT_SECONDS
-from sbqueue.engine.send import SendResult
-from sbqueue.exceptions import (
-    InvalidOperationError,
-    MessageSizeExceededError,
-    PartitionUnavailableError,
-)
+from sbqueue.engine.send import SendResult, refusal
+from sbqueue.exceptions import PartitionUnavailableError
 from sbqueue.store.variant import encode_object, micros, to_json
 
 __all__ = ["SMALL", "Outgoing", "inbox_rows", "result_of"]
@@ -62,14 +58,6 @@ def _problem(message: Outgoing, props: QueueProperties, header: int, size: int) 
         return (f"MessageSizeExceeded: header of message {message['message_id']} exceeds "
                 "64 KB (S2.4)")
     return None
-
-
-def _refuse(problem: str) -> Exception:
-    if problem.startswith("MessageSizeExceeded: "):
-        return MessageSizeExceededError(problem.split(": ", 1)[1])
-    if problem.startswith("PartitionUnavailable: "):
-        return PartitionUnavailableError(problem.split(": ", 1)[1])
-    return InvalidOperationError(problem)
 
 
 def _time_to_live_ms(message: Outgoing) -> int | None:
@@ -110,7 +98,7 @@ def _partition(message: Outgoing, props: QueueProperties, available: list[int],
     if n > 1 and key is not None:
         routed = partition_for(key, n)
         if routed in fenced:
-            raise _refuse(f"PartitionUnavailable: a message keyed {key} routes to unavailable "
+            raise refusal(f"PartitionUnavailable: a message keyed {key} routes to unavailable "
                           f"partition {routed} (S4.4)")
         return routed
     return spread.pick(available)
@@ -136,7 +124,7 @@ def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: fro
         size = len(message["body"]) + header
         problem = _problem(message, props, header, size)
         if problem is not None:
-            raise _refuse(problem)
+            raise refusal(problem)
         ttl_ms = _time_to_live_ms(message)
         lives_ms = _lives_ms(ttl_ms, props)
         scheduled: datetime | None = message.get("scheduled_enqueue_time_utc")
