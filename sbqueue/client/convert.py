@@ -93,21 +93,9 @@ def _typed(value: Any) -> tuple[Any, ...]:
     return ("s", str(value), None, None, None, None, None)  # str, uuid
 
 
-def _fields(message: ServiceBusMessage) -> dict[str, Any]:
-    """The message as the values of ``_SCHEMA``'s columns."""
-    props = message.application_properties
-    return {
-        "body": message.body_bytes,
-        **{name: getattr(message, name) for name in STRING_PROPERTIES},
-        "time_to_live": message.time_to_live,
-        "scheduled_enqueue_time_utc": utc(message.scheduled_enqueue_time_utc),
-        "props": None if props is None else {k: _typed(v) for k, v in props.items()},
-    }
-
-
 def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:
-    """The messages as a send made on the driver takes them (``engine.send_small``); gives
-    each a message id first (S2.6)."""
+    """The messages as a send takes them (``engine.send_small``; ``to_dataframe`` from
+    the same values): each validated and given a message id first (S2.6)."""
     out = []
     for message in messages:
         message.validate()
@@ -124,15 +112,20 @@ def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:
     return out
 
 
+def _fields(outgoing: dict[str, Any]) -> dict[str, Any]:
+    """An outgoing message as the values of ``_SCHEMA``'s columns: the properties as
+    typed structs (``_typed``)."""
+    fields = {k: v for k, v in outgoing.items() if k != "application_properties"}
+    props = outgoing["application_properties"]
+    fields["props"] = None if props is None else {k: _typed(v) for k, v in props.items()}
+    return fields
+
+
 def to_dataframe(spark: SparkSession, messages: Sequence[ServiceBusMessage]) -> DataFrame:
     """The messages as a DataFrame send takes them; gives each a message id first (S2.6).
     Only columns some message sets are sent: a send without keys then skips the routing
     UDF (S4.3) and the VARIANT conversion."""
-    for message in messages:
-        message.validate()
-        if message.message_id is None:
-            message.message_id = uuid.uuid4().hex
-    rows = [_fields(m) for m in messages]
+    rows = [_fields(m) for m in to_outgoing(messages)]
     used = [f for f in _SCHEMA.fields
             if f.name == "body" or any(row[f.name] is not None for row in rows)]
     local = spark.createDataFrame([tuple(row[f.name] for f in used) for row in rows],
