@@ -47,7 +47,7 @@ from pyspark.sql.types import (
     VariantType,
 )
 
-from sbqueue.store import deadline
+from sbqueue.store import deadline, driver
 
 __all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema"]
 
@@ -76,7 +76,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
     root = Path(path)
     log = root / "_delta_log"
     version = _latest(log)
-    _check_protocol(log, version)
+    _check_protocol(log)
     files = [_write_file(root, part, partition_by, stats_columns)
              for part in _split(table, partition_by)]
     for _ in range(_RETRIES):
@@ -88,9 +88,16 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
             return version + 1
         latest = _latest(log)
         for between in range(version + 1, latest + 1):  # every commit we lost to
-            _check_protocol(log, between, since=between)
+            _check_unchanged(log, between)
         version = latest
     raise Unsupported(f"{path}: no version won in {_RETRIES} tries")
+
+
+def _check_unchanged(log: Path, version: int) -> None:
+    """Refuse when commit ``version``, made under this append, changed the table's protocol
+    or metadata."""
+    if any("protocol" in a or "metaData" in a for a in _actions(log, version)):
+        raise Unsupported(f"{log}: version {version} changed the table under an append")
 
 
 def _arrow_type(kind: DataType) -> pa.DataType:
@@ -140,16 +147,10 @@ def _actions(log: Path, version: int) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _check_protocol(log: Path, version: int, since: int | None = None) -> None:
-    """Refuse a table whose writer features this module does not honour, and (``since``) a
-    commit that changed the protocol or metadata under an append."""
-    if since is not None:
-        if any("protocol" in a or "metaData" in a for a in _actions(log, since)):
-            raise Unsupported(f"{log}: version {since} changed the table under an append")
-        return
-    from deltalake import DeltaTable
-
-    protocol = DeltaTable(str(log.parent), version=version).protocol()
+def _check_protocol(log: Path) -> None:
+    """Refuse a table whose writer features this module does not honour (read from this
+    thread's table of it, brought up to date: no full log replay per send)."""
+    protocol = driver.latest(str(log.parent)).protocol()
     features = set(protocol.writer_features or [])
     if protocol.min_writer_version < 7 or not features <= _UNDERSTOOD:
         raise Unsupported(f"{log}: writer features {sorted(features - _UNDERSTOOD)}")
