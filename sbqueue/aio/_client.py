@@ -27,8 +27,8 @@ from sbqueue.client.sender import ServiceBusSender as SyncSender
 from sbqueue.client.session import ServiceBusSession as SyncSession
 from sbqueue.core.connection import parse_endpoint
 
-__all__ = ["AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver", "ServiceBusSender",
-           "ServiceBusSession", "run_blocking"]
+__all__ = ["AsyncClosing", "AutoLockRenewer", "ServiceBusClient", "ServiceBusReceiver",
+           "ServiceBusSender", "ServiceBusSession", "run_blocking"]
 
 T = TypeVar("T")
 # Enough threads for many tasks to wait on commits at once; the commits they share are
@@ -40,6 +40,27 @@ async def run_blocking(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``call(*args, **kwargs)`` in the shared worker pool, awaited."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_POOL, functools.partial(call, *args, **kwargs))
+
+
+C = TypeVar("C", bound="AsyncClosing")
+
+
+class AsyncClosing:
+    """``async with``: ``_open`` on entering (nothing by default), ``close`` on leaving."""
+
+    async def _open(self) -> None:
+        """What entering does before the block runs (off the event loop when it blocks)."""
+
+    async def close(self) -> None:
+        """Release what the object holds."""
+
+    async def __aenter__(self: C) -> C:
+        await self._open()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
 
 
 class ServiceBusSession:
@@ -66,7 +87,7 @@ class ServiceBusSession:
         return await run_blocking(self._sync.renew_lock, **kwargs)
 
 
-class ServiceBusSender:
+class ServiceBusSender(AsyncClosing):
     """Sends to one queue or topic; each send is awaited until its commit landed."""
 
     def __init__(self, sync: SyncSender) -> None:
@@ -92,15 +113,9 @@ class ServiceBusSender:
     async def close(self) -> None:
         self._sync.close()
 
-    async def __aenter__(self) -> ServiceBusSender:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
 
 
-class ServiceBusReceiver:
+class ServiceBusReceiver(AsyncClosing):
     """Receives from one queue, subscription or sub-queue: awaitable receives and
     settlements, ``async for`` over its messages (until ``max_wait_time`` idle)."""
 
@@ -174,16 +189,9 @@ class ServiceBusReceiver:
     async def close(self) -> None:
         await run_blocking(self._sync.close)
 
-    async def __aenter__(self) -> ServiceBusReceiver:
-        await self._open()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
 
 
-class AutoLockRenewer:
+class AutoLockRenewer(AsyncClosing):
     """Keeps locks alive from a background thread, as the synchronous one; ``register`` is
     immediate, ``close`` awaitable (the SDK's asyncio shape)."""
 
@@ -208,15 +216,9 @@ class AutoLockRenewer:
     async def close(self) -> None:
         await run_blocking(self._sync.close)
 
-    async def __aenter__(self) -> AutoLockRenewer:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
 
 
-class ServiceBusClient:
+class ServiceBusClient(AsyncClosing):
     """The namespace's senders and receivers, asyncio-shaped (``async with``)."""
 
     def __init__(self, namespace: str, spark: Any = None, **kwargs: Any) -> None:
@@ -257,13 +259,8 @@ class ServiceBusClient:
     async def close(self) -> None:
         self._sync.close()
 
-    async def __aenter__(self) -> ServiceBusClient:
+    async def _open(self) -> None:
         await run_blocking(lambda: self._sync.namespace)  # open it (and Spark) off the loop
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
 
 
 def _renewer_of(kwargs: dict[str, Any]) -> dict[str, Any]:

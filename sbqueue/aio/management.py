@@ -8,16 +8,15 @@ commits and table creation never block the event loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from types import TracebackType
 from typing import Any
 
-from sbqueue.aio._client import run_blocking
+from sbqueue.aio._client import AsyncClosing, run_blocking
 from sbqueue.management import ServiceBusAdministrationClient as SyncAdmin
 
 __all__ = ["ServiceBusAdministrationClient"]
 
 
-class ServiceBusAdministrationClient:
+class ServiceBusAdministrationClient(AsyncClosing):
     """``await admin.create_queue("orders")``: the synchronous client's methods, awaited."""
 
     def __init__(self, namespace: str, spark: Any = None) -> None:
@@ -41,12 +40,3 @@ class ServiceBusAdministrationClient:
         call.__doc__ = method.__doc__
         return call
 
-    async def close(self) -> None:
-        """Nothing to release (the SparkSession belongs to the application)."""
-
-    async def __aenter__(self) -> ServiceBusAdministrationClient:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.close()
