@@ -26,10 +26,11 @@ from sbqueue.engine.schema import (
     LEDGER_SCHEMA,
     RECORD,
     change_frame,
+    ledger_match,
     ledger_row,
 )
 from sbqueue.store import deadline
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, Table
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, Table, apply_guarded
 
 __all__ = ["Ledger"]
 
@@ -92,9 +93,29 @@ class Ledger(Table):
     def merge_rows(self, rows: list[dict[str, Any]], partitions: Iterable[int],
                    lanes: Iterable[str]) -> None:
         """Commit full rows built on the driver, scoped to whole partitions and lanes: a
-        session's lock or state, a transaction."""
-        self.merge_changes(f"t.partition_id IN ({_numbers(partitions)}) AND t.lane IN "
-                           f"({_names(lanes)})", rows)
+        session's lock or state, a transaction. Rewritten on the driver where receives are
+        (the guarded MERGE's contract on the rows as read, decision 016), else one MERGE."""
+        partitions, lanes = sorted(set(partitions)), sorted(set(lanes))
+        if not self._rewrite_rows(rows, partitions, lanes):
+            self.merge_changes(f"t.partition_id IN ({_numbers(partitions)}) AND t.lane IN "
+                               f"({_names(lanes)})", rows)
+
+    def _rewrite_rows(self, rows: list[dict[str, Any]], partitions: list[int],
+                      lanes: list[str]) -> bool:
+        """``merge_rows`` as a rewrite of those partitions and lanes from the version read
+        (a commit since to any of them fails it: StaleRead); False, nothing done, where
+        the ledger cannot be rewritten here or they hold more rows than a driver read."""
+        rows = [{EXPECT_COLUMN: None, OP_COLUMN: None, **r} for r in rows]
+        pinned = self.pin() if self.commits_here() else None
+        stored = None if pinned is None else pinned.rows(
+            {"partition_id": partitions, "lane": lanes}, None, lambda r: True)
+        if pinned is None or stored is None:
+            return False
+        out = apply_guarded(stored, rows, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match,
+                            lambda stored, change: False)
+        self.rewrite_here(pinned, [{"partition_id": p, "lane": lane}
+                                   for p in partitions for lane in lanes], out)
+        return True
 
     def append_rows(self, rows: list[dict[str, Any]], tag: str | None = None) -> None:
         """Append full rows in one blind commit (found in the history by ``tag``): on the

@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -83,7 +84,8 @@ from sbqueue.engine.schema import (
 from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
 from sbqueue.store.driver import Pinned
 
-__all__ = ["SMALL_RECEIVE", "NotCancellable", "cancel", "receive", "small_receive"]
+__all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "receive",
+           "small_receive"]
 
 SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
 HEAD_ROWS = 32  # inbox rows read beyond those asked (expired, future, void ones are passed)
@@ -136,11 +138,49 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
     raises StaleRead or a Delta conflict if it lost a race (as ``receive_once``)."""
     if not decided_here(a, lane):
         return None
-    limit = max(a.total + HEAD_ROWS, SESSION_HEAD if a.sessions else 0)
     pinned = ledger.pin() if ledger.commits_here() else None  # decide and commit at one version
+    read = _read(ledger, inbox, a, lane, pinned)
+    if read is None:
+        return None
+    cursors, candidates, found = read.cursors, read.candidates, read.found
+    complete_head, end = read.complete_head, read.end
+    pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
+         random.randrange(1 << 16), dict(a.pass_to), frozenset(a.sessions))
+    changes = [_decide(row, a) for row in candidates]
+    if not complete_head and sum(1 for c in changes if c["_handed"]) < a.total:
+        return None  # a cut head may hide deliverable rows of other partitions
+    if a.cancel and not _cancelled(changes, a):
+        return None  # a target not read or not passed: the two-step cancel decides
+    writes = [c for c in changes if c[OP_COLUMN] is not None]
+    writes += _guard_rows(changes) + old_record_deletes(found, lane, a.ctx.now)
+    writes += _folds(found, {(int(c["partition_id"]), int(c["sequence_number"]))
+                             for c in changes if c["origin"] == "ledger"}, lane)
+    if lane == Lane.MAIN:
+        writes += _cursor_moves(changes, cursors, end, a, complete_head)
+    return _commit(ledger, inbox, a, changes, writes, complete_head, pinned)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What a receive decided on the driver reads: the cursors, the candidates (ledger rows
+    not locked, then inbox rows after the cursors, numbered), the completion records, and
+    whether the inbox head was read whole up to version ``end``."""
+
+    cursors: list[Cursor]
+    candidates: list[dict[str, Any]]
+    found: list[Record]
+    complete_head: bool
+    end: int
+
+
+def _read(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, pinned: Pinned | None,
+          head: int = 0, bodies: bool = True) -> _Read | None:
+    """The reads of a receive decided on the driver (``head``: inbox rows to read at
+    least); None when the ledger holds more available rows than a small receive reads."""
+    limit = max(a.total + HEAD_ROWS, SESSION_HEAD if a.sessions else 0, head)
     slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel), pinned)
     if slice_rows is None:
-        return None  # more available rows in the ledger than a small receive reads
+        return None
     cursors = with_unstored(
         [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
                                       "last_counter", "row_version")))
@@ -159,23 +199,26 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
                                     for p, seq in a.pass_to)
             if limit > SMALL_PASS:
                 return None
-        head = _inbox_head(inbox, cursors, start, end, a, limit, bodies=not a.pass_to)
-        complete_head = len(head) < limit
-        candidates += _inbox_candidates(head, cursors, committed, a)
-    pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
-         random.randrange(1 << 16), dict(a.pass_to), frozenset(a.sessions))
-    changes = [_decide(row, a) for row in candidates]
-    if not complete_head and sum(1 for c in changes if c["_handed"]) < a.total:
-        return None  # a cut head may hide deliverable rows of other partitions
-    if a.cancel and not _cancelled(changes, a):
-        return None  # a target not read or not passed: the two-step cancel decides
-    writes = [c for c in changes if c[OP_COLUMN] is not None]
-    writes += _guard_rows(changes) + old_record_deletes(found, lane, a.ctx.now)
-    writes += _folds(found, {(int(c["partition_id"]), int(c["sequence_number"]))
-                             for c in changes if c["origin"] == "ledger"}, lane)
-    if lane == Lane.MAIN:
-        writes += _cursor_moves(changes, cursors, end, a, complete_head)
-    return _commit(ledger, inbox, a, changes, writes, complete_head, pinned)
+        rows = _inbox_head(inbox, cursors, start, end, a, limit,
+                           bodies=bodies and not a.pass_to)
+        complete_head = len(rows) < limit
+        candidates += _inbox_candidates(rows, cursors, committed, a)
+    return _Read(cursors, candidates, found, complete_head, end)
+
+
+def available_here(ledger: Ledger, inbox: Inbox, a: Attempt) -> list[dict[str, Any]] | None:
+    """The messages a receive of the main queue could hand out now (as
+    ``engine.receive.deliverable_heads``: sessions with available messages are found
+    here, S10.2), read on the driver: the first ``SESSION_HEAD`` inbox rows after the
+    cursors, narrow. None where Spark must read: the ledger holds more than a small
+    receive reads, or a cut head shows nothing available."""
+    read = _read(ledger, inbox, a, Lane.MAIN, None, head=SESSION_HEAD, bodies=False)
+    if read is None:
+        return None
+    ok = deliverable(a.ctx)
+    rows = [c for c in read.candidates
+            if not c["_pending"] and not c["_void"] and ok.evaluate(c) is True]
+    return rows if rows or read.complete_head else None
 
 
 def cancel(ledger: Ledger, inbox: Inbox, a: Attempt) -> bool:

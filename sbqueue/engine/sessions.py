@@ -40,7 +40,7 @@ from sbqueue.engine.receive import (
     lock_stamp,
     with_bodies,
 )
-from sbqueue.engine.receive_small import receive
+from sbqueue.engine.receive_small import available_here, receive
 from sbqueue.engine.records import no_record_guard, record_rows
 from sbqueue.engine.schema import RECORD
 from sbqueue.exceptions import (
@@ -66,6 +66,8 @@ __all__ = ["SessionLock", "SessionStateResult", "Sessions"]
 
 _POLL = (0.2, 2.0)  # first and longest pause while waiting for an available session
 _SPREAD = 4  # a next-available lock picks among this many of the oldest sessions
+_S_COLUMNS = ["session_id", "row_type", "lock_token", "locked_until_utc", "row_version",
+              "session_state", "enqueued_time_utc"]
 
 
 @dataclass(frozen=True)
@@ -102,17 +104,21 @@ class Sessions:
         return partition_for(session_id, self.entity.partitions)
 
     def _rows(self, sessions: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """The s rows of these sessions, read with literal partition filters; times as
-        aware UTC (Spark hands back naive local times)."""
+        """The s rows of these sessions: read on the driver where the ledger is local, else
+        with literal partition filters in Spark; times as aware UTC."""
         wanted = sorted(set(sessions))
         if not wanted:
             return {}
         parts = sorted({self.partition_of(s) for s in wanted})
-        rows = (self.entity.ledger.sessions(F.col("partition_id").isin(parts)
-                                            & F.col("session_id").isin(wanted))
-                .select("session_id", "lock_token", "locked_until_utc", "row_version",
-                        "session_state", "enqueued_time_utc").collect())
-        return {str(r["session_id"]): as_aware(r) for r in rows}
+        names = set(wanted)
+        here = self.entity.ledger.scan_here(
+            {"partition_id": parts, "lane": [Lane.SESSION]}, _S_COLUMNS,
+            lambda r: r["row_type"] == "s" and r["session_id"] in names)
+        if here is None:
+            here = [as_aware(r) for r in self.entity.ledger.sessions(
+                F.col("partition_id").isin(parts) & F.col("session_id").isin(wanted)
+            ).select(*_S_COLUMNS).collect()]
+        return {str(r["session_id"]): r for r in here}
 
     def get_state(self, session_id: str) -> bytes | None:
         """The state last set, None if never (S10.5); no lock needed, no commit."""
@@ -217,11 +223,19 @@ class Sessions:
         entity = self.entity
         attempt = replace(entity.make_attempt(list(range(entity.partitions)), 0, 0, True),
                           share=SESSION_LOOKAHEAD)
-        heads = deliverable_heads(entity.ledger, entity.inbox, attempt)
-        oldest = (heads.where(F.col("session_id").isNotNull()).groupBy("session_id")
-                  .agg(F.min("enqueued_time_utc").alias("t"))
-                  .orderBy("t").limit(limit + 64).collect())
-        ids = [str(r[0]) for r in oldest]
+        here = available_here(entity.ledger, entity.inbox, attempt)
+        if here is not None:
+            first: dict[str, datetime] = {}
+            for row in here:
+                sid, at = row["session_id"], row["enqueued_time_utc"]
+                if sid is not None and (sid not in first or at < first[sid]):
+                    first[str(sid)] = at
+            ids = sorted(first, key=lambda s: first[s])[:limit + 64]
+        else:
+            heads = deliverable_heads(entity.ledger, entity.inbox, attempt)
+            ids = [str(r[0]) for r in heads.where(F.col("session_id").isNotNull())
+                   .groupBy("session_id").agg(F.min("enqueued_time_utc").alias("t"))
+                   .orderBy("t").limit(limit + 64).collect()]
         now = utcnow()
         held = {s for s, r in self._rows(ids).items()
                 if not lockable(now).evaluate(r)}
@@ -286,11 +300,7 @@ class Sessions:
         before it releases, ``client.session``). For every other one without a record a
         guard row says "no record of this lock": a record landing after this read fails
         the commit, which then reads again."""
-        held = ((F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
-                & (F.col("locked_until_utc") > F.lit(utcnow()).cast("timestamp")))
-        read = [as_aware(r) for r in self.entity.ledger.rows(
-            (F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
-            & (held | (F.col("row_type") == RECORD))).collect()]
+        read = self._held_messages(lock)
         recorded = {(p, seq, token): at for p, seq, token, at in record_rows(read)}
         out = []
         for row in (r for r in read if r["row_type"] == "m"):
@@ -305,6 +315,26 @@ class Sessions:
                 out.append(no_record_guard(lock.partition, Lane.MAIN, row["sequence_number"],
                                            row["lock_token"]))
         return out
+
+    def _held_messages(self, lock: SessionLock) -> list[dict[str, Any]]:
+        """The session's message rows still locked, and the completion records, of its
+        partition's main lane: on the driver where it can, else one Spark read."""
+        now = utcnow()
+
+        def keep(r: dict[str, Any]) -> bool:
+            return r["row_type"] == RECORD or (
+                r["row_type"] == "m" and r["session_id"] == lock.session_id
+                and r["locked_until_utc"] is not None and r["locked_until_utc"] > now)
+
+        here = self.entity.ledger.scan_here(
+            {"partition_id": [lock.partition], "lane": [Lane.MAIN]}, None, keep)
+        if here is not None:
+            return here
+        held = ((F.col("row_type") == "m") & (F.col("session_id") == lock.session_id)
+                & (F.col("locked_until_utc") > F.lit(now).cast("timestamp")))
+        return [as_aware(r) for r in self.entity.ledger.rows(
+            (F.col("partition_id") == lock.partition) & (F.col("lane") == Lane.MAIN)
+            & (held | (F.col("row_type") == RECORD))).collect()]
 
     def _relock(self, lock: SessionLock, until: datetime | None) -> None:
         def attempt() -> None:

@@ -421,7 +421,8 @@ class Table:
     def appended(self, after_version: int, up_to_version: int, where: Column) -> DataFrame:
         return read_appended(self.spark, self.path, after_version, up_to_version, where)
 
-    def scan_here(self, partitions: Mapping[str, Sequence[object]], columns: Sequence[str],
+    def scan_here(self, partitions: Mapping[str, Sequence[object]],
+                  columns: Sequence[str] | None,
                   keep: driver.Keep) -> list[driver.Row] | None:
         """``driver.scan``: rows read on the driver, no Spark job; None: read with Spark."""
         return driver.scan(self.path, partitions, columns, keep)

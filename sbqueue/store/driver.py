@@ -191,10 +191,11 @@ def commits_enabled(path: str) -> bool:
     return os.environ.get(_COMMITS, "1") != "0" and enabled(path)
 
 
-def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str],
+def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,
          keep: Keep) -> list[Row] | None:
     """The rows of the latest version in the named partitions (column -> values) that
-    ``keep`` accepts, ``columns`` only; None when it cannot be read here."""
+    ``keep`` accepts, ``columns`` only (None: whole rows); None when it cannot be read
+    here."""
     pinned = pin(path)
     return None if pinned is None else pinned.rows(partitions, columns, keep)
 
