@@ -106,15 +106,21 @@ class Ledger(Table):
         (a commit since to any of them fails it: StaleRead); False, nothing done, where
         the ledger cannot be rewritten here or they hold more rows than a driver read."""
         rows = [{EXPECT_COLUMN: None, OP_COLUMN: None, **r} for r in rows]
+        # Rows may enter lanes outside the scope read (a dead-letter in a transaction): the
+        # MERGE inserts them; a rewrite must read and replace those lanes too.
+        scope = {(p, lane) for p in partitions for lane in lanes} | {
+            (int(r["partition_id"]), str(r["lane"])) for r in rows}
         pinned = self.pin() if self.commits_here() else None
         stored = None if pinned is None else pinned.rows(
-            {"partition_id": partitions, "lane": lanes}, None, lambda r: True)
+            {"partition_id": sorted({p for p, _ in scope}),
+             "lane": sorted({lane for _, lane in scope})}, None,
+            lambda r: (r["partition_id"], r["lane"]) in scope)
         if pinned is None or stored is None:
             return False
         out = apply_guarded(stored, rows, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match,
                             lambda stored, change: False)
         self.rewrite_here(pinned, [{"partition_id": p, "lane": lane}
-                                   for p in partitions for lane in lanes], out)
+                                   for p, lane in sorted(scope)], out)
         return True
 
     def append_rows(self, rows: list[dict[str, Any]], tag: str | None = None) -> None:
