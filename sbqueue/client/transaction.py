@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 
-from sbqueue.client.convert import to_dataframe
+from sbqueue.client.convert import to_dataframe, to_outgoing
 from sbqueue.client.message import ServiceBusMessage, ServiceBusReceivedMessage
 from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.sender import SendInput, ServiceBusSender, as_list, scheduled
@@ -141,6 +141,7 @@ class ServiceBusTransaction:
                                started=self._scope.started or _now(),
                                settlements=[s for s, _ in self._settled], state=self._state)
         if self._messages:
+            plan.outgoing = to_outgoing(self._messages)
             plan.sends = to_dataframe(entity.spark, self._messages)
             plan.send_bytes = sum(m.size_in_bytes for m in self._messages)
             plan.message_ids = [str(m.message_id) for m in self._messages]

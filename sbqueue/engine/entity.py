@@ -196,19 +196,23 @@ class Entity:
         return result
 
     def send_messages(self, messages: Sequence[Outgoing], incoming_bytes: int,
-                      as_dataframe: Callable[[], DataFrame]) -> SendResult:
+                      as_dataframe: Callable[[], DataFrame], send_id: str | None = None
+                      ) -> SendResult:
         """A client send: decided and committed on the driver where the inbox is local and
         the send small (``engine.send_small``, no Spark job); else ``as_dataframe()`` sent
-        as a DataFrame. The same rows either way."""
+        as a DataFrame. The same rows either way. ``send_id``: a transaction's."""
         if len(messages) > SMALL or not self.inbox.commits_here():
-            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
+            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes,
+                                       send_id=send_id)
         props = self._check_sendable()
         self.quota.check(incoming_bytes)
-        send_id = uuid.uuid4().hex
+        send_id = send_id or uuid.uuid4().hex
         rows = inbox_rows(messages, props, self.fenced, self._spread, send_id)
-        if not self.inbox.append_small(rows, send_id):
-            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
-        result = result_of(rows, send_id)
+        version = self.inbox.append_small(rows, send_id)
+        if version is None:
+            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes,
+                                       send_id=send_id)
+        result = result_of(rows, send_id, version)
         self.quota.add(result.size_in_bytes)
         return result
 

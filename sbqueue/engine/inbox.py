@@ -35,22 +35,21 @@ class Inbox(Table):
     def create_empty(self) -> None:
         self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES)
 
-    def append_small(self, rows: list[dict[str, Any]], tag: str) -> bool:
+    def append_small(self, rows: list[dict[str, Any]], tag: str) -> int | None:
         """Append prepared rows in one commit made on the driver (``store.tracked``, no
-        Spark job); False, with nothing committed, where it cannot be made here: the caller
-        appends with Spark."""
+        Spark job): the version committed; None, with nothing committed, where it cannot be
+        made here: the caller appends with Spark."""
         if not self.commits_here():
-            return False
+            return None
         try:
             table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
-            append_tracked(str(local_path(self.path)), table, ["partition_id", "segment"],
+            return append_tracked(str(local_path(self.path)), table, ["partition_id", "segment"],
                            tag, _STATS)
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
             # raised before the commit was published (``append_tracked`` never raises
             # after it): nothing stored, so the Spark send may store it
             log.debug("driver send fell back to Spark: %r", exc)
-            return False
-        return True
+            return None
 
     def of_send(self, send_id: str) -> DataFrame:
         """The rows one send appended."""

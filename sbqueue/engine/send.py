@@ -58,6 +58,7 @@ class SendResult:
     count: int
     send_id: str
     size_in_bytes: int = 0
+    version: int | None = None  # the inbox commit, where the send knows it (a driver send)
 
 
 def _type_problem(name: str, kind: DataType) -> str | None:

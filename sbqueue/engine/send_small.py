@@ -144,7 +144,9 @@ def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: fro
     return rows
 
 
-def result_of(rows: Sequence[Mapping[str, Any]], send_id: str) -> SendResult:
-    """What a send of ``rows`` stored."""
+def result_of(rows: Sequence[Mapping[str, Any]], send_id: str, version: int | None = None
+              ) -> SendResult:
+    """What a send of ``rows`` stored (in inbox commit ``version``)."""
     return SendResult(count=len(rows), send_id=send_id,
-                      size_in_bytes=sum(int(r["size_in_bytes"]) for r in rows))
+                      size_in_bytes=sum(int(r["size_in_bytes"]) for r in rows),
+                      version=version)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.records import no_record_guard, record_rows
 from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX, ledger_row
+from sbqueue.engine.send_small import Outgoing
 from sbqueue.engine.sessions import SessionLock
 from sbqueue.exceptions import (
     MessageAlreadySettled,
@@ -92,6 +94,7 @@ class TransactionPlan:
     partition: int
     started: datetime
     sends: DataFrame | None = None
+    outgoing: Sequence[Outgoing] | None = None  # the sends as the client made them, if it did
     send_bytes: int = 0
     message_ids: list[str] = field(default_factory=list)
     settlements: list[Settlement] = field(default_factory=list)
@@ -111,11 +114,16 @@ def _read_settled(entity: Entity, plan: TransactionPlan) -> dict[int, dict[str, 
         return {}
     seqs = sorted({s.sequence_number for s in plan.settlements})
     lanes = sorted({lane for s in plan.settlements for lane in s.lanes})
-    read = [as_aware(r) for r in entity.ledger.rows(
-        F.col("partition_id").isin(sorted({partition_of(s) for s in seqs}))
-        & F.col("sequence_number").isin(seqs)
-        & (((F.col("row_type") == "m") & F.col("lane").isin(lanes))
-           | (F.col("row_type") == RECORD))).collect()]
+    parts, wanted = sorted({partition_of(s) for s in seqs}), set(seqs)
+    read = entity.ledger.scan_here(
+        {"partition_id": parts}, None,
+        lambda r: r["sequence_number"] in wanted and (
+            (r["row_type"] == "m" and r["lane"] in lanes) or r["row_type"] == RECORD))
+    if read is None:
+        read = [as_aware(r) for r in entity.ledger.rows(
+            F.col("partition_id").isin(parts) & F.col("sequence_number").isin(seqs)
+            & (((F.col("row_type") == "m") & F.col("lane").isin(lanes))
+               | (F.col("row_type") == RECORD))).collect()]
     # A message its holder completed outside the transaction (a completion record,
     # decision 011) is settled already, though its row is still there.
     recorded = {(seq, token): at for _, seq, token, at in record_rows(read)}
@@ -194,15 +202,34 @@ def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str
 def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
     """The partition's p row to commit with the marker, expecting the version read (no
     p row yet: its first cursor, expected absent)."""
-    rows = entity.ledger.cursors().where(F.col("partition_id") == partition).collect()
+    rows = entity.ledger.scan_here({"partition_id": [partition], "lane": [Lane.MAIN]}, None,
+                                   lambda r: r["row_type"] == "p")
+    if rows is None:
+        rows = [as_aware(r) for r in
+                entity.ledger.cursors().where(F.col("partition_id") == partition).collect()]
     first = first_cursor(partition)
-    row = as_aware(rows[0]) if rows else ledger_row(
+    row = rows[0] if rows else ledger_row(
         partition_id=partition, lane=Lane.MAIN, sequence_number=cursor_key(partition),
         row_type="p", row_version=first.p_version, cursor_version=first.version,
         cursor_index=first.position, last_counter=first.counter)
     row.update({EXPECT_COLUMN: cursor_expect(row["row_version"]), OP_COLUMN: "upsert",
                 "row_version": row["row_version"] + 1})
     return row
+
+
+def _send(entity: Entity, plan: TransactionPlan, sends: DataFrame, dropped: list[str],
+          send_id: str) -> int:
+    """Append the transaction's messages (pending until its marker commits, decision 008):
+    on the driver where the client's send would be (``Entity.send_messages``), else as a
+    DataFrame; the inbox version that holds them."""
+    if plan.outgoing is not None:
+        kept = [m for m in plan.outgoing if m["message_id"] not in dropped]
+        result = entity.send_messages(kept, plan.send_bytes, lambda: sends, send_id=send_id)
+    else:
+        result = entity.send_dataframe(sends, incoming_bytes=plan.send_bytes, send_id=send_id)
+    if result.version is not None:
+        return result.version
+    return _append_version(entity, plan.partition, send_id)
 
 
 def _append_version(entity: Entity, partition: int, send_id: str) -> int:
@@ -258,8 +285,7 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     if sends is not None and not all_known:
         send_id = f"{TRANSACTION_SEND_PREFIX}{uuid.uuid4().hex}"
         appended_at = utcnow()
-        entity.send_dataframe(sends, incoming_bytes=plan.send_bytes, send_id=send_id)
-        version = _append_version(entity, plan.partition, send_id)
+        version = _send(entity, plan, sends, dropped, send_id)
     step("before_commit")
     renewed = _commit(entity, plan, read, send_id, version, appended_at, step)
     step("after_commit")
