@@ -26,6 +26,7 @@ from sbqueue.client import (
     ServiceBusSubQueue,
     ServiceBusTransaction,
 )
+from sbqueue.client.convert import typed_properties
 from sbqueue.core.connection import ServiceBusConnectionStringProperties, parse_connection_string
 from sbqueue.engine import Entity, Namespace, SendResult, SettleResult, Topic
 from sbqueue.management import ServiceBusAdministrationClient
@@ -52,5 +53,6 @@ __all__ = [
     "SettleResult",
     "Topic",
     "parse_connection_string",
+    "typed_properties",
 ]
 __version__ = "0.1.0"

@@ -20,15 +20,13 @@ from typing import Any
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.types import (
     BinaryType,
-    BooleanType,
     DayTimeIntervalType,
-    DoubleType,
-    LongType,
-    MapType,
     StringType,
     StructField,
     StructType,
     TimestampType,
+    VariantType,
+    VariantVal,
 )
 
 from sbqueue.client.enums import ServiceBusMessageState
@@ -37,34 +35,17 @@ from sbqueue.client.message import (
     ServiceBusReceivedMessage,
 )
 from sbqueue.core.sizes import STRING_PROPERTIES
+from sbqueue.store.variant import encode_object, restore, type_note
 
-__all__ = ["to_dataframe", "to_outgoing", "to_received", "utc"]
+__all__ = ["to_dataframe", "to_outgoing", "to_received", "typed_properties", "utc"]
 
-_VALUE = StructType([
-    StructField("k", StringType()),  # which field holds the value
-    StructField("s", StringType()),
-    StructField("l", LongType()),
-    StructField("d", DoubleType()),
-    StructField("b", BooleanType()),
-    StructField("t", TimestampType()),
-    StructField("i", DayTimeIntervalType()),
-])
 _SCHEMA = StructType([
     StructField("body", BinaryType()),
     *[StructField(name, StringType()) for name in STRING_PROPERTIES],
     StructField("time_to_live", DayTimeIntervalType()),
     StructField("scheduled_enqueue_time_utc", TimestampType()),
-    StructField("props", MapType(StringType(), _VALUE)),
+    StructField("application_properties", VariantType()),
 ])
-# An interval is stored as an ISO-8601 duration string, as a DataFrame send stores it.
-_AS_VARIANT = """CASE WHEN props IS NULL THEN NULL ELSE to_variant_object(transform_values(
-  props, (k, v) -> CASE v.k
-    WHEN 's' THEN CAST(v.s AS VARIANT) WHEN 'l' THEN CAST(v.l AS VARIANT)
-    WHEN 'd' THEN CAST(v.d AS VARIANT) WHEN 'b' THEN CAST(v.b AS VARIANT)
-    WHEN 't' THEN CAST(v.t AS VARIANT)
-    WHEN 'i' THEN CAST(concat('PT', CAST(CAST(CAST(unix_micros(timestamp_seconds(0) + v.i)
-         / 1000000 AS DECIMAL(20, 6)) AS DOUBLE) AS STRING), 'S') AS VARIANT)
-    ELSE CAST(NULL AS VARIANT) END)) END"""
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -74,23 +55,6 @@ def utc(value: datetime | None) -> datetime | None:
         return None
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(
         timezone.utc)
-
-
-def _typed(value: Any) -> tuple[Any, ...]:
-    """A property value as the fields of ``_VALUE``."""
-    if value is None:
-        return ("n", None, None, None, None, None, None)
-    if isinstance(value, bool):
-        return ("b", None, None, None, value, None, None)
-    if isinstance(value, int):
-        return ("l", None, value, None, None, None, None)
-    if isinstance(value, float):
-        return ("d", None, None, value, None, None, None)
-    if isinstance(value, datetime):
-        return ("t", None, None, None, None, utc(value), None)
-    if isinstance(value, timedelta):
-        return ("i", None, None, None, None, None, value)
-    return ("s", str(value), None, None, None, None, None)  # str, uuid
 
 
 def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:
@@ -113,27 +77,23 @@ def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:
 
 
 def _fields(outgoing: dict[str, Any]) -> dict[str, Any]:
-    """An outgoing message as the values of ``_SCHEMA``'s columns: the properties as
-    typed structs (``_typed``)."""
-    fields = {k: v for k, v in outgoing.items() if k != "application_properties"}
+    """An outgoing message as the values of ``_SCHEMA``'s columns: the properties as the
+    VARIANT object the driver send stores (``store.variant``: the same bytes either way,
+    with the note that brings uuid and timedelta values back)."""
     props = outgoing["application_properties"]
-    fields["props"] = None if props is None else {k: _typed(v) for k, v in props.items()}
-    return fields
+    return {**outgoing, "application_properties": None if props is None
+            else VariantVal(*encode_object(props))}
 
 
 def to_dataframe(spark: SparkSession, messages: Sequence[ServiceBusMessage]) -> DataFrame:
     """The messages as a DataFrame send takes them; gives each a message id first (S2.6).
     Only columns some message sets are sent: a send without keys then skips the routing
-    UDF (S4.3) and the VARIANT conversion."""
+    UDF (S4.3)."""
     rows = [_fields(m) for m in to_outgoing(messages)]
     used = [f for f in _SCHEMA.fields
             if f.name == "body" or any(row[f.name] is not None for row in rows)]
-    local = spark.createDataFrame([tuple(row[f.name] for f in used) for row in rows],
-                                  StructType(used))
-    columns = [f"`{f.name}`" for f in used if f.name != "props"]
-    if any(f.name == "props" for f in used):
-        columns.append(f"{_AS_VARIANT} AS application_properties")
-    return local.selectExpr(*columns)
+    return spark.createDataFrame([tuple(row[f.name] for f in used) for row in rows],
+                                 StructType(used))
 
 
 _STATES = {"Active": ServiceBusMessageState.ACTIVE, "Deferred": ServiceBusMessageState.DEFERRED,
@@ -148,13 +108,18 @@ def _local_utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(timezone.utc)
 
 
-def _properties(value: Any) -> dict[str, Any] | None:
+def typed_properties(value: Any) -> dict[str, Any] | None:
+    """A message's ``application_properties`` (the VARIANT of a received or peeked
+    DataFrame row, or of the SQL view) as the client returns them: datetimes aware UTC, and
+    the uuid and timedelta values a client sent as ``uuid.UUID`` / ``timedelta`` (Spark
+    reads those as strings; ``store.variant`` notes their types)."""
     if value is None:
         return None
     decoded = value.toPython()
     if not isinstance(decoded, Mapping):
         return None
-    return {k: (_local_utc(v) if isinstance(v, datetime) else v) for k, v in decoded.items()}
+    typed = restore(decoded, type_note(bytes(value.metadata)))
+    return {k: (_local_utc(v) if isinstance(v, datetime) else v) for k, v in typed.items()}
 
 
 def to_received(row: Row) -> ServiceBusReceivedMessage:
@@ -167,7 +132,7 @@ def to_received(row: Row) -> ServiceBusReceivedMessage:
     return ServiceBusReceivedMessage(
         bytes(data.get("body") or b""),
         broker=broker,
-        application_properties=_properties(data.get("application_properties")),
+        application_properties=typed_properties(data.get("application_properties")),
         scheduled_enqueue_time_utc=_local_utc(data.get("scheduled_enqueue_time_utc")),
         time_to_live=None if ttl_ms is None else timedelta(milliseconds=ttl_ms),
         **{name: data.get(name) for name in STRING_PROPERTIES},

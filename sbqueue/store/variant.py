@@ -8,6 +8,12 @@ datetime as a UTC timestamp (microseconds) and a timedelta as an ISO-8601 durati
 a metadata dictionary of the keys and one object value whose fields are sorted by key.
 Reading stays PySpark's (``VariantVal``), so every value written here is read back by the
 same code that reads Spark's.
+
+VARIANT has no uuid or interval type, so a ``uuid.UUID`` is stored as its canonical text
+and a ``timedelta`` as its ISO-8601 duration, which SQL reads as strings. Which keys held
+those types is noted in the metadata dictionary as one more entry that no field uses
+(``TYPE_NOTE``): readers of the value (Spark SQL, ``to_json``, PySpark) never see it, and
+``restore`` gives the client its typed values back (issue 20, decision 006).
 """
 
 from __future__ import annotations
@@ -15,12 +21,16 @@ from __future__ import annotations
 import json
 import math
 import struct
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["encode_object", "epoch_micros", "iso_duration", "java_double", "micros", "to_json"]
+__all__ = ["TYPE_NOTE", "encode_object", "epoch_micros", "iso_duration", "java_double",
+           "micros", "restore", "to_json", "type_note"]
+
+TYPE_NOTE = "\x00sbqueue-types:"  # a dictionary entry no field uses: key -> uuid | duration
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Primitive type ids and basic types of the encoding.
@@ -116,8 +126,13 @@ def _metadata(keys: list[bytes]) -> bytes:
 
 
 def encode_object(values: Mapping[str, Any]) -> tuple[bytes, bytes]:
-    """(value, metadata) of a VARIANT object holding ``values``."""
+    """(value, metadata) of a VARIANT object holding ``values``; the keys of uuid and
+    timedelta values noted in the metadata (``TYPE_NOTE``)."""
     keys = [k.encode("utf-8") for k in values]
+    typed = {k: "uuid" if isinstance(v, uuid.UUID) else "duration"
+             for k, v in values.items() if isinstance(v, (uuid.UUID, timedelta))}
+    if typed:
+        keys.append((TYPE_NOTE + json.dumps(typed, sort_keys=True)).encode("utf-8"))
     ids = {k: i for i, k in enumerate(values)}
     encoded = [_scalar(v) for v in values.values()]
     body = b"".join(encoded)
@@ -167,3 +182,43 @@ def to_json(values: Mapping[str, Any]) -> str:
     order = sorted(values, key=_java_order)
     return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_json_value(values[k])}"
                           for k in order) + "}"
+
+
+def type_note(metadata: bytes) -> dict[str, str]:
+    """The keys ``encode_object`` noted as uuid or duration, read from a VARIANT's metadata
+    dictionary (empty for values Spark built)."""
+    if not metadata:
+        return {}
+    size = ((metadata[0] >> 6) & 0x3) + 1
+    count = int.from_bytes(metadata[1:1 + size], "little")
+    offsets = [int.from_bytes(metadata[1 + size * (i + 1):1 + size * (i + 2)], "little")
+               for i in range(count + 1)]
+    start = 1 + size * (count + 2)
+    for i in range(count):
+        entry = metadata[start + offsets[i]:start + offsets[i + 1]].decode("utf-8", "replace")
+        if entry.startswith(TYPE_NOTE):
+            try:
+                note = json.loads(entry[len(TYPE_NOTE):])
+            except ValueError:
+                return {}
+            return {str(k): str(v) for k, v in note.items()} if isinstance(note, dict) else {}
+    return {}
+
+
+def restore(values: Mapping[str, Any], note: Mapping[str, str]) -> dict[str, Any]:
+    """``values`` with the noted keys as ``uuid.UUID`` / ``timedelta`` again; a value that no
+    longer parses as its noted type (a rule action replaced it) stays as it is."""
+    out = dict(values)
+    for key, kind in note.items():
+        text = out.get(key)
+        if not isinstance(text, str):
+            continue
+        try:
+            if kind == "uuid":
+                out[key] = uuid.UUID(text)
+            elif kind == "duration" and text.startswith("PT") and text.endswith("S"):
+                seconds = Decimal(text[2:-1])
+                out[key] = timedelta(microseconds=int(seconds * 1_000_000))
+        except (ValueError, ArithmeticError):
+            continue
+    return out

@@ -211,3 +211,41 @@ def test_issue20_point3_a_receivers_auto_lock_renewer_keeps_each_message(
             assert got.locked_until_utc > first
             receiver.complete_message(got)
             assert receiver.peek_messages(5) == []
+
+
+def test_issue20_point4_uuid_and_timedelta_come_back_typed(admin, spark, namespace_root,
+                                                           monkeypatch) -> None:
+    """S2.3 (docs/behaviour.md): a ``uuid.UUID`` and a ``timedelta`` sent as property values
+    are received as those types, by a client receive (both send paths: on the driver and,
+    past ``SMALL`` messages, as a Spark DataFrame), by the DataFrame API through
+    ``typed_properties``; the SQL view reads them as their canonical strings."""
+    import uuid
+
+    from sbqueue import Namespace, typed_properties
+
+    ident, wait = uuid.uuid4(), timedelta(minutes=2, microseconds=5)
+    props = {"id": ident, "wait": wait, "n": 7, "text": str(ident)}
+    admin.create_queue("q")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("q")
+        sender.send_messages(ServiceBusMessage("driver", application_properties=props))
+        monkeypatch.setattr("sbqueue.engine.entity.SMALL", 0)  # the next: a Spark send
+        sender.send_messages(ServiceBusMessage("spark", application_properties=props))
+        with client.get_queue_receiver("q", max_wait_time=5) as receiver:
+            peeked = receiver.peek_messages(2)
+            got = receiver.receive_messages(2, max_wait_time=5)
+            assert sorted(str(m) for m in got) == ["driver", "spark"]
+            for msg in [*peeked, *got]:
+                back = msg.application_properties
+                assert back["id"] == ident and isinstance(back["id"], uuid.UUID)
+                assert back["wait"] == wait and isinstance(back["wait"], timedelta)
+                assert back["text"] == str(ident) and back["n"] == 7  # a str stays a str
+            for msg in got:
+                receiver.abandon_message(msg)
+    entity = Namespace(namespace_root, spark).entity("q")
+    rows = entity.peek_dataframe(10).collect()
+    assert [typed_properties(r["application_properties"])["id"] for r in rows] == [ident] * 2
+    view = spark.sql(f"SELECT application_properties:id::string AS id, "
+                     f"application_properties:wait::string AS wait "
+                     f"FROM {Namespace(namespace_root, spark).sql_name('q')}").collect()
+    assert {(r["id"], r["wait"]) for r in view} == {(str(ident), "PT120.000005S")}
