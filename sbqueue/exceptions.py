@@ -48,7 +48,9 @@ class ServiceBusConnectionError(ServiceBusError):
 
 
 class ServiceBusAuthenticationError(ServiceBusError):
-    """The storage refused the credentials the session holds."""
+    """A connection string's ``SharedAccessSignature`` has expired or names no expiry
+    (checked as the service checks it; the storage's own credentials are what sbqueue
+    uses to read and write)."""
 
 
 class ServiceBusAuthorizationError(ServiceBusError):

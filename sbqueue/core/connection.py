@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from urllib.parse import parse_qsl
 
-from sbqueue.exceptions import InvalidOperationError
+from sbqueue.core.clock import utcnow
+from sbqueue.exceptions import InvalidOperationError, ServiceBusAuthenticationError
 
 __all__ = ["ServiceBusConnectionStringProperties", "parse_connection_string", "parse_endpoint"]
 
@@ -26,11 +29,7 @@ class ServiceBusConnectionStringProperties:
 def parse_connection_string(conn_str: str) -> ServiceBusConnectionStringProperties:
     """The parts of ``conn_str`` (``Endpoint=...;EntityPath=...;SharedAccessKeyName=...``);
     keys compare case-insensitively, as the SDK's do."""
-    parts = {}
-    for part in conn_str.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip():
-            parts[key.strip().lower()] = value.strip()
+    parts = parse_connection_string_parts(conn_str)
     endpoint = parse_endpoint(conn_str)
     return ServiceBusConnectionStringProperties(
         endpoint=endpoint, fully_qualified_namespace=endpoint,
@@ -43,7 +42,11 @@ def parse_connection_string(conn_str: str) -> ServiceBusConnectionStringProperti
 def parse_endpoint(connection_string: str) -> str:
     """The ``Endpoint`` of a connection string; other keys (SharedAccessKeyName, ...) are
     accepted and ignored. An Azure ``sb://`` endpoint is refused: read as a folder it would
-    silently create a local namespace named after the Azure one."""
+    silently create a local namespace named after the Azure one. A shared access signature
+    that has expired, or that names no expiry, is refused as the service refuses it
+    (``check_signature``), though the storage's own credentials are what sbqueue uses."""
+    check_signature(parse_connection_string_parts(connection_string).get(
+        "sharedaccesssignature"))
     for part in connection_string.split(";"):
         key, _, value = part.partition("=")
         if key.strip().lower() == "endpoint" and value.strip():
@@ -57,3 +60,31 @@ def parse_endpoint(connection_string: str) -> str:
     raise InvalidOperationError(
         f"connection string {connection_string[:60]!r} has no Endpoint=<folder or URI>"
     )
+
+
+def parse_connection_string_parts(conn_str: str) -> dict[str, str]:
+    """``key=value`` parts by lower-cased key (a value may itself hold ``=``)."""
+    parts = {}
+    for part in conn_str.split(";"):
+        key, _, value = part.partition("=")
+        if key.strip():
+            parts[key.strip().lower()] = value.strip()
+    return parts
+
+
+def check_signature(signature: str | None, now: datetime | None = None) -> None:
+    """A ``SharedAccessSignature`` (``SharedAccessSignature sr=...&sig=...&se=<epoch>``)
+    must name its expiry (``se``) and not be past it: ServiceBusAuthenticationError, as
+    the service answers an expired token. No signature: nothing to check."""
+    if not signature:
+        return
+    fields = dict(parse_qsl(signature.removeprefix("SharedAccessSignature").strip()))
+    expiry = fields.get("se", "")
+    if not expiry.isdigit():
+        raise ServiceBusAuthenticationError(
+            f"SharedAccessSignature {signature[:40]!r}... names no expiry (se=<seconds since "
+            "1970>)")
+    ends = datetime.fromtimestamp(int(expiry), timezone.utc)
+    if ends <= (now or utcnow()):
+        raise ServiceBusAuthenticationError(
+            f"the SharedAccessSignature expired at {ends.isoformat()} (se={expiry})")
