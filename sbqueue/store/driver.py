@@ -103,8 +103,8 @@ class Pinned:
         predicate = " OR ".join(
             "(" + " AND ".join(f"{name} = {_literal(value)}" for name, value in part.items())
             + ")" for part in scope)
-        data = pa.Table.from_pylist(
-            [{k: v for k, v in row.items() if k in schema.names} for row in rows], schema)
+        names = schema.names  # a new list at each access: taken once
+        data = pa.Table.from_pylist([{k: row.get(k) for k in names} for row in rows], schema)
         try:
             deadline.check()
             write_deltalake(self.table, data, mode="overwrite", predicate=predicate)
