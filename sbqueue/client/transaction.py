@@ -141,8 +141,9 @@ class ServiceBusTransaction:
                                started=self._scope.started or _now(),
                                settlements=[s for s, _ in self._settled], state=self._state)
         if self._messages:
-            plan.outgoing = to_outgoing(self._messages)
-            plan.sends = to_dataframe(entity.spark, self._messages)
+            messages, spark = list(self._messages), entity.spark
+            plan.outgoing = to_outgoing(messages)  # validated and given ids here, once
+            plan.frame = lambda: to_dataframe(spark, messages)  # only if Spark must send
             plan.send_bytes = sum(m.size_in_bytes for m in self._messages)
             plan.message_ids = [str(m.message_id) for m in self._messages]
         result = commit_transaction(entity, plan)

@@ -43,8 +43,8 @@ class Inbox(Table):
             return None
         try:
             table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
-            return append_tracked(str(local_path(self.path)), table, ["partition_id", "segment"],
-                           tag, _STATS)
+            return append_tracked(str(local_path(self.path)), table,
+                                  ["partition_id", "segment"], tag, _STATS)
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
             # raised before the commit was published (``append_tracked`` never raises
             # after it): nothing stored, so the Spark send may store it

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -93,8 +93,9 @@ class TransactionPlan:
 
     partition: int
     started: datetime
-    sends: DataFrame | None = None
-    outgoing: Sequence[Outgoing] | None = None  # the sends as the client made them, if it did
+    sends: DataFrame | None = None  # the messages as a DataFrame, or (the client):
+    outgoing: Sequence[Outgoing] | None = None  # as the driver send takes them, with
+    frame: Callable[[], DataFrame] | None = None  # their DataFrame, built if Spark sends
     send_bytes: int = 0
     message_ids: list[str] = field(default_factory=list)
     settlements: list[Settlement] = field(default_factory=list)
@@ -217,16 +218,22 @@ def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
     return row
 
 
-def _send(entity: Entity, plan: TransactionPlan, sends: DataFrame, dropped: list[str],
-          send_id: str) -> int:
-    """Append the transaction's messages (pending until its marker commits, decision 008):
-    on the driver where the client's send would be (``Entity.send_messages``), else as a
-    DataFrame; the inbox version that holds them."""
+def _send(entity: Entity, plan: TransactionPlan, dropped: list[str], send_id: str) -> int:
+    """Append the transaction's messages but the ``dropped`` duplicates (pending until its
+    marker commits, decision 008): on the driver where the client's send would be
+    (``Entity.send_messages``), else as a DataFrame; the inbox version that holds them."""
+
+    def frame() -> DataFrame:
+        sends = plan.frame() if plan.frame is not None else plan.sends
+        assert sends is not None, "a transaction's sends need a DataFrame to fall back on"
+        return sends.where(~F.col("message_id").isin(dropped)) if dropped else sends
+
     if plan.outgoing is not None:
         kept = [m for m in plan.outgoing if m["message_id"] not in dropped]
-        result = entity.send_messages(kept, plan.send_bytes, lambda: sends, send_id=send_id)
+        result = entity.send_messages(kept, plan.send_bytes, frame, send_id=send_id)
     else:
-        result = entity.send_dataframe(sends, incoming_bytes=plan.send_bytes, send_id=send_id)
+        result = entity.send_dataframe(frame(), incoming_bytes=plan.send_bytes,
+                                       send_id=send_id)
     if result.version is not None:
         return result.version
     return _append_version(entity, plan.partition, send_id)
@@ -268,7 +275,8 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
         raise OperationTimeoutError(
             f"the transaction began at {plan.started}, more than {TIMEOUT} ago; nothing of "
             "it was committed (S12.4)")
-    if plan.sends is not None:
+    sending = plan.sends is not None or plan.outgoing is not None
+    if sending:
         entity.check_status("send")
     if plan.settlements or plan.state is not None:
         entity.check_status("receive")
@@ -277,15 +285,12 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     _settled_rows(entity, plan, read.settled, now)  # fail before writing anything
     dropped = _known_ids(entity, plan, now)
     send_id, appended_at, version = None, now, None
-    sends = plan.sends
-    if sends is not None and dropped:
-        sends = sends.where(~F.col("message_id").isin(dropped))
     step("before_append")
     all_known = bool(dropped) and set(dropped) >= set(plan.message_ids)
-    if sends is not None and not all_known:
+    if sending and not all_known:
         send_id = f"{TRANSACTION_SEND_PREFIX}{uuid.uuid4().hex}"
         appended_at = utcnow()
-        version = _send(entity, plan, sends, dropped, send_id)
+        version = _send(entity, plan, dropped, send_id)
     step("before_commit")
     renewed = _commit(entity, plan, read, send_id, version, appended_at, step)
     step("after_commit")
