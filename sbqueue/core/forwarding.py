@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sbqueue.core.expr import Expr, col, lit, when
-from sbqueue.core.transitions import ACTIVE, DEFERRED, Lane, Outcome
+from sbqueue.core.expr import Expr, coalesce, col, lit, when
+from sbqueue.core.transitions import ACTIVE, DEFERRED, Lane, Outcome, ReceiveContext, deliverable
 
 __all__ = [
     "DISABLED_REASON",
@@ -31,6 +31,7 @@ __all__ = [
     "release_valid",
     "source_of",
     "transfer_reason",
+    "window_forwardable",
 ]
 
 MAX_HOPS = 4  # a message about to make its 5th hop is transfer-dead-lettered (S13.3)
@@ -99,6 +100,15 @@ def next_hop(hop_count: int | None) -> int:
 def carried_sequence(enqueued_sequence_number: int | None, sequence_number: int) -> int:
     """S3.3: ``enqueued_sequence_number`` keeps the number from the first entity."""
     return enqueued_sequence_number or sequence_number
+
+
+def window_forwardable(ctx: ReceiveContext) -> Expr:
+    """An inbox row a forwarding window may take as it stands (decision 017): a message a
+    receive would hand out now (``deliverable`` on a row never delivered: due, not
+    expired) that can make one more hop. A window ends before the first row that is not,
+    and the receive path decides that one (schedules it, retires it, transfer-dead-letters
+    it)."""
+    return deliverable(ctx) & (coalesce(col("hop_count"), lit(0)) < MAX_HOPS)
 
 
 def claim_valid(now: datetime) -> Expr:

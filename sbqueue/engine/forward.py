@@ -15,6 +15,10 @@ A batch takes three commits, each safe to repeat (decision 010):
 A step killed anywhere leaves its rows in the transfer lane under their token; any later
 step finds them once the lease ran out and repeats 2 and 3. Nothing is lost, nothing
 written twice (S13.4).
+
+Messages still in the inbox go by window where the ledger is local (``engine.forward_window``,
+decision 017): the same three commits, with one ledger row per partition instead of one
+per message, and no MERGE. The receive path above takes what a window may not.
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ from sbqueue.core.forwarding import (
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties
 from sbqueue.core.subqueues import SubQueue
-from sbqueue.core.transitions import Lane
+from sbqueue.core.transitions import ACTIVE, Lane
+from sbqueue.engine import forward_window
+from sbqueue.engine.forward_window import ForwardWindow
 from sbqueue.engine.receive import ReceiveResult, receive_once, with_bodies
-from sbqueue.engine.schema import LOCATOR
+from sbqueue.engine.schema import LEDGER_COLUMNS, LOCATOR, ledger_row
 from sbqueue.engine.settle import Applied, apply_by_sequence
 from sbqueue.exceptions import (
     InvalidOperationError,
@@ -116,16 +122,35 @@ class Forwarder:
         for source in (Source.MAIN, Source.DEAD_LETTER):
             while self._target(source) and (max_batches is None
                                             or result.batches < max_batches):
-                token = batch_token(source)
-                if not self._claim(source, token):
+                moved = self._next(source, batch_token(source))
+                if moved is None:
                     break
-                result = result.add(self._move(token, resumed=False))
+                result = result.add(moved)
         return result
+
+    def _next(self, source: str, token: str) -> ForwardResult | None:
+        """One batch: a window of the inbox head where one can be claimed, else through
+        the receive path (as many as the window claim left to it); None: nothing to move."""
+        limit = self.batch
+        if source == Source.MAIN:
+            got = self._claim_windows(token)
+            if got is not None and got.windows:
+                return self._move_windows(got.windows, resumed=False)
+            if got is not None:
+                if not got.for_receive:
+                    return None
+                limit = got.for_receive
+        if not self._claim(source, token, limit):
+            return None
+        return self._move(token, resumed=False)
 
     def resume(self) -> ForwardResult:
         """Finish the batches killed steps left (their lease ran out)."""
         self.source._reload()
         result = ForwardResult()
+        windows = forward_window.leftover_windows(self.source, utcnow()) or {}
+        for _, found in sorted(windows.items()):
+            result = result.add(self._move_windows(found, resumed=True))
         for token in self._leftovers():
             result = result.add(self._move(token, resumed=True))
         return result
@@ -162,8 +187,33 @@ class Forwarder:
         retry_conflicts(claim, what=f"resubmit claim at {dead.path}")
 
     # -- 1. claim ----------------------------------------------------------------------------
-    def _claim(self, source: str, token: str) -> int:
-        """Move up to ``batch`` messages of the head into the transfer lane under ``token``."""
+    def _claim_windows(self, token: str) -> forward_window.Claim | None:
+        """Windows of the main queue's inbox head, claimed on the driver; None where the
+        receive path claims (not decidable here, or a destination that is missing or
+        disabled: that path transfer-dead-letters message by message)."""
+        entity = self.source
+        if entity.props.status in (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED):
+            return forward_window.Claim([], 0)  # a disabled source holds its messages (S16.1)
+        destination = self._destination(self._target(Source.MAIN))
+        if destination is None or destination.props.status in (
+                EntityStatus.DISABLED, EntityStatus.SEND_DISABLED):
+            return None
+        fenced = self.namespace.catalog.fenced(entity.props.entity_id)  # S14.2
+        available = [p for p in range(entity.partitions) if p not in fenced]
+
+        def attempt() -> forward_window.Claim | None:
+            now = utcnow()
+            ctx = replace(entity.make_attempt(available, 0, 0, peek_lock=True).ctx, now=now,
+                          transfer_token=token, locked_until=now + entity.props.lock_duration)
+            return forward_window.claim(entity, token, self.batch, ctx, available)
+
+        got = retry_conflicts(attempt, what=f"forwarding window claim at {entity.path}")
+        if got is not None and got.windows:
+            self.crash("claimed")
+        return got
+
+    def _claim(self, source: str, token: str, limit: int) -> int:
+        """Move up to ``limit`` messages of the head into the transfer lane under ``token``."""
         entity = self._entity(source)
         if entity.props.status in (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED):
             return 0  # a disabled source holds its messages (S16.1)
@@ -171,7 +221,7 @@ class Forwarder:
         available = [p for p in range(entity.partitions) if p not in fenced]
 
         def attempt() -> ReceiveResult:
-            a = entity.make_attempt(available, self.batch, self.batch, peek_lock=True)
+            a = entity.make_attempt(available, limit, limit, peek_lock=True)
             now = utcnow()
             ctx = replace(a.ctx, now=now, transfer_token=token,
                           locked_until=now + entity.props.lock_duration)
@@ -183,10 +233,17 @@ class Forwarder:
         return claimed
 
     def _leftovers(self) -> list[str]:
-        """Tokens of batches in the transfer lane whose lease ran out: their step died."""
+        """Tokens of batches in the transfer lane whose lease ran out: their step died
+        (read on the driver where it can be, no Spark job)."""
+        now = utcnow()
+        here = self.source.ledger.scan_here(
+            {"lane": [Lane.TRANSFER]}, ["row_type", "lock_token", "locked_until_utc"],
+            lambda r: r["row_type"] == "m" and r["locked_until_utc"] <= now)
+        if here is not None:
+            return sorted({str(r["lock_token"]) for r in here})
         rows = (self.source.ledger.messages(
                     (F.col("lane") == Lane.TRANSFER)
-                    & (F.col("locked_until_utc") <= F.lit(utcnow()).cast("timestamp")))
+                    & (F.col("locked_until_utc") <= F.lit(now).cast("timestamp")))
                 .select("lock_token").distinct().collect())
         return sorted(str(r[0]) for r in rows)
 
@@ -237,6 +294,43 @@ class Forwarder:
                  failed, self.path, target)
         return ForwardResult(len(reasons) - failed, failed, 1, int(resumed))
 
+    def _move_windows(self, windows: list[ForwardWindow], resumed: bool) -> ForwardResult:
+        """Write a window batch to the forward-to entity (idempotent: once per token) and
+        release it; a destination missing or disabled by now gets the messages in the
+        transfer dead-letter queue instead (S13.3)."""
+        token, target = windows[0].token, self._target(Source.MAIN)
+        destination = self._destination(target)
+        dead: list[dict[str, object]] = []
+        try:
+            if destination is None:
+                raise MessagingEntityNotFoundError(f"{target} does not exist")
+            if not (resumed and self._written(destination, token)):
+                destination.send_dataframe(
+                    _outgoing(forward_window.window_rows(self.source, windows), True),
+                    send_id=FORWARD_SEND_PREFIX + token, forwarded=True, idempotent=True)
+        except (MessagingEntityDisabledError, MessagingEntityNotFoundError) as exc:
+            why = transfer_reason(0, isinstance(exc, MessagingEntityNotFoundError), True)
+            dead = self._dead_rows(windows, why, target)
+        self.crash("written")
+        retry_conflicts(lambda: forward_window.release(self.source, windows, dead),
+                        what=f"forwarding window release at {self.path}")
+        self.crash("released")
+        moved = sum(w.count for w in windows)
+        log.info("forwarded %d, transfer-dead-lettered %d from %s to %s by window",
+                 moved - len(dead), len(dead), self.path, target)
+        return ForwardResult(moved - len(dead), len(dead), 1, int(resumed))
+
+    def _dead_rows(self, windows: list[ForwardWindow], why: str | None, target: str | None
+                   ) -> list[dict[str, object]]:
+        """Transfer dead-letter rows of every message of the windows (S13.3)."""
+        rows = forward_window.window_rows(self.source, windows)
+        kept = [c for c in LEDGER_COLUMNS if c in rows.columns and c not in ("state", "lane")]
+        return [ledger_row(**r.asDict(), lane=Lane.TRANSFER_DEAD_LETTER, row_type="m",
+                           row_version=1, state=ACTIVE, delivery_count=0,
+                           dead_letter_reason=why, dead_letter_error_description=(
+                               f"could not forward to {target!r}: {why} (S13.3)"))
+                for r in rows.select(*kept).collect()]
+
     def _destination(self, name: str | None) -> Entity | Topic | None:
         if not name:
             return None
@@ -266,7 +360,7 @@ def _outgoing(rows: DataFrame, hop: bool) -> DataFrame:
     return rows.orderBy("sequence_number").select(
         "body", "message_id", "session_id", "partition_key", "correlation_id", "subject",
         "content_type", "to", "reply_to", "reply_to_session_id", "scheduled_enqueue_time_utc",
-        "application_properties",
+        "application_properties", "size_in_bytes",
         (F.col("time_to_live_ms") / 1000.0).alias("time_to_live"),
         F.coalesce(F.nullif(F.col("enqueued_sequence_number"), F.lit(0)),
                    F.col("sequence_number")).alias("enqueued_sequence_number"),

@@ -45,7 +45,7 @@ from sbqueue.core.transitions import Lane
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import ReceiveResult, first_cursor, receive_once
-from sbqueue.engine.schema import SEGMENT_SECONDS
+from sbqueue.engine.schema import SEGMENT_SECONDS, WINDOW
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.delta import Table, retry_conflicts
 
@@ -239,8 +239,13 @@ class Maintainer:
             return None
         oldest: dict[int, tuple[int, int]] = {}
         for ledger in ledgers:
-            stored = {int(r[0]): (int(r[1]), int(r[2])) for r in ledger.cursors()
-                      .select("partition_id", "cursor_version", "cursor_index").collect()}
+            # A forwarding window's w row holds where it starts as a cursor: its rows are
+            # still to be written (decision 017).
+            stored: dict[int, tuple[int, int]] = {}
+            for r in ledger.rows(F.col("row_type").isin("p", WINDOW)).select(
+                    "partition_id", "cursor_version", "cursor_index").collect():
+                place = (int(r[1]), int(r[2]))
+                stored[int(r[0])] = min(stored.get(int(r[0]), place), place)
             for partition in range(partitions):
                 first = first_cursor(partition)
                 here = stored.get(partition, (first.version, first.position))

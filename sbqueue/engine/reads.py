@@ -27,6 +27,7 @@ from sbqueue.engine.schema import (
     MESSAGE_FIELDS,
     RECORD,
     TRANSACTION_SEND_PREFIX,
+    WINDOW,
     dead_letter_mark,
     owned_rows_sql,
 )
@@ -116,6 +117,21 @@ numbered AS (
 ),
 pending AS (  -- a transaction's rows are messages once it committed (S12.2)
   SELECT * FROM numbered WHERE NOT {_TX} OR send_id IN (SELECT send_id FROM committed)
+),
+windows AS (  -- forwarding windows (decision 017): rows passed, not yet written
+  SELECT partition_id AS w_partition, cursor_version AS w_from_v, cursor_index AS w_from_i,
+         segment AS w_to_v, batch_index AS w_to_i, last_counter AS w_counter,
+         lock_token AS w_token, locked_until_utc AS w_until
+  FROM {ledger.sql_name} WHERE row_type = '{WINDOW}'
+),
+in_windows AS (
+  SELECT i.*, {sequence_sql("i.partition_id", "w.w_counter")}
+         + row_number() OVER (PARTITION BY w.w_partition, w.w_counter
+                              ORDER BY i._v, i.batch_index) AS sequence_number,
+         w.w_token, w.w_until
+  FROM inbox i JOIN windows w ON i.partition_id = w.w_partition
+   AND (i._v > w.w_from_v OR (i._v = w.w_from_v AND i.batch_index > w.w_from_i))
+   AND (i._v < w.w_to_v OR (i._v = w.w_to_v AND i.batch_index <= w.w_to_i))
 )
 SELECT sequence_number, partition_id, {fields},
        CASE WHEN {dead} THEN 'Active'
@@ -129,6 +145,13 @@ SELECT sequence_number, partition_id, {fields},
        CAST(NULL AS STRING) AS dead_letter_error_description,
        CAST(NULL AS STRING) AS dead_letter_source
 FROM pending
+UNION ALL
+SELECT sequence_number, partition_id, {fields}, 'Active' AS state,
+       '{TRANSFER_VIEW_NAME}' AS sub_queue, 0 AS delivery_count, w_token AS lock_token,
+       w_until AS locked_until_utc, CAST(NULL AS STRING) AS dead_letter_reason,
+       CAST(NULL AS STRING) AS dead_letter_error_description,
+       CAST(NULL AS STRING) AS dead_letter_source
+FROM in_windows
 UNION ALL
 SELECT m.sequence_number, m.partition_id, {inbox_fields},
        -- a schedule passed by a cursor is due by the clock, not at the next receive (S8.4)

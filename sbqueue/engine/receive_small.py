@@ -84,7 +84,7 @@ from sbqueue.engine.schema import (
 from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
 from sbqueue.store.driver import Pinned
 
-__all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "receive",
+__all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row", "receive",
            "small_receive"]
 
 SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
@@ -367,8 +367,10 @@ def _guard_rows(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and c["_old_token"] is not None and c[RECORD_AT] is None]
 
 
-def _p_row(partition: int, version: int, index: int, counter: int, p_version: int
-           ) -> dict[str, Any]:
+def cursor_row(partition: int, version: int, index: int, counter: int, p_version: int
+               ) -> dict[str, Any]:
+    """The change moving a partition's cursor to inbox row (version, index), numbered
+    ``counter``: guarded by the p row's version as read (``cursor_expect``)."""
     return ledger_row(partition_id=partition, lane=Lane.MAIN,
                       sequence_number=cursor_key(partition), row_type="p",
                       row_version=p_version + 1, cursor_version=version, cursor_index=index,
@@ -381,11 +383,11 @@ def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int
     """p rows: each partition's cursor to the last inbox row passed; partitions without
     inbox rows past the window's end when the window stopped short of the newest commit
     (only when the head was read whole: a cut head says nothing of what lies beyond)."""
-    moves = [_p_row(c["partition_id"], c["_commit_version"], c["_index"], c["_counter"],
+    moves = [cursor_row(c["partition_id"], c["_commit_version"], c["_index"], c["_counter"],
                     c["_p_version"]) for c in changes if c["_cursor_to"]]
     if complete_head and end < a.latest_version:
         busy = {c["partition_id"] for c in changes if c["origin"] == "inbox"}
-        moves += [_p_row(c.partition, end, MAX_INDEX, c.counter, c.p_version)
+        moves += [cursor_row(c.partition, end, MAX_INDEX, c.counter, c.p_version)
                   for c in cursors
                   if c.partition not in busy and (c.version, c.position) < (end, MAX_INDEX)]
     return moves

@@ -13,7 +13,9 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
         Also one ``s`` row per session (lane ``session``: its lock and state, decision 007)
         and one ``t`` row per committed transaction (lane ``main``: its commit marker,
         decision 008), and ``c`` rows: completion records, appended by completes and folded
-        by receives (``engine.records``, decision 011). Every row is keyed by (partition_id,
+        by receives (``engine.records``, decision 011), and ``w`` rows (lane ``transfer``):
+        a forwarding window, inbox rows a forwarding step moved its cursor past in one go
+        (``engine.forward_window``, decision 017). Every row is keyed by (partition_id,
         sequence_number, row_type) (a record also by its lock token): s and t rows take
         negative numbers drawn from a 62-bit hash of their session or send id.
 """
@@ -57,6 +59,7 @@ __all__ = [
     "SEGMENT_SECONDS",
     "STATE_FIELDS",
     "TRANSACTION_SEND_PREFIX",
+    "WINDOW",
     "change_frame",
     "copy_of",
     "dead_letter_mark",
@@ -148,6 +151,7 @@ LEDGER_SCHEMA = StructType(
 )
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]
 RECORD = "c"  # the row type of a completion record (engine.records)
+WINDOW = "w"  # the row type of a forwarding window (engine.forward_window)
 # A ledger row's identity in a MERGE: m, p, s and t rows by (partition, sequence number,
 # type); a completion record also by its lock token (one per holder of a message).
 LEDGER_KEYS = ["partition_id", "sequence_number", "row_type"]

@@ -46,8 +46,9 @@ __all__ = ["SETTABLE", "SendResult", "prepare_send", "refusal", "send_dataframe"
 
 SETTABLE = frozenset({*STRING_PROPERTIES, "body", "time_to_live", "scheduled_enqueue_time_utc",
                       "application_properties"})
-# Set only by a forwarding step, which carries them from the source (S3.3, S13.2, S13.3).
-CARRIED = frozenset({"enqueued_sequence_number", "hop_count"})
+# Set only by a forwarding step, which carries them from the source (S3.3, S13.2, S13.3),
+# with the size the source measured (the same message, checked when first sent).
+CARRIED = frozenset({"enqueued_sequence_number", "hop_count", "size_in_bytes"})
 _MARK = "sbqueue-invalid "
 
 
@@ -161,18 +162,21 @@ def _properties_check(props: Column) -> Column:
 
 
 def _first_problem(props: QueueProperties | TopicProperties, cols: dict[str, Column],
-                   header: Column) -> Column:
-    """The first rule a row breaks, as a message naming the value and the rule; else null."""
+                   header: Column, forwarded: bool = False) -> Column:
+    """The first rule a row breaks, as a message naming the value and the rule; else null.
+    A forwarded row was checked when first sent: only the rules of this entity (its
+    sessions, its size limit) are checked again."""
     checks: list[tuple[Column, Column]] = []
-    for name in ("message_id", "session_id", "partition_key", "reply_to_session_id"):
+    for name in () if forwarded else ("message_id", "session_id", "partition_key",
+                                      "reply_to_session_id"):
         checks.append((
             F.length(cols[name]) > MAX_ID_LENGTH,
             F.concat(F.lit(f"{name} is longer than {MAX_ID_LENGTH} characters: "),
                      F.substring(cols[name], 1, 40), F.lit(" (S2.2)")),
         ))
     checks.append((
-        cols["partition_key"].isNotNull() & cols["session_id"].isNotNull()
-        & (cols["partition_key"] != cols["session_id"]),
+        F.lit(not forwarded) & cols["partition_key"].isNotNull()
+        & cols["session_id"].isNotNull() & (cols["partition_key"] != cols["session_id"]),
         F.concat(F.lit("partition_key "), cols["partition_key"],
                  F.lit(" differs from session_id "), cols["session_id"], F.lit(" (S2.2)")),
     ))
@@ -188,13 +192,14 @@ def _first_problem(props: QueueProperties | TopicProperties, cols: dict[str, Col
         F.concat(F.lit("MessageSizeExceeded: message "), cols["message_id"], F.lit(" is "),
                  cols["size_in_bytes"].cast("string"), F.lit(f" bytes; at most {limit} (S2.4)")),
     ))
-    checks.append((
-        header > HEADER_LIMIT,
-        F.concat(F.lit("MessageSizeExceeded: header of message "), cols["message_id"],
-                 F.lit(" exceeds 64 KB (S2.4)")),
-    ))
-    property_problem = _properties_check(cols["application_properties"])
-    checks.append((property_problem.isNotNull(), property_problem))
+    if not forwarded:
+        checks.append((
+            header > HEADER_LIMIT,
+            F.concat(F.lit("MessageSizeExceeded: header of message "), cols["message_id"],
+                     F.lit(" exceeds 64 KB (S2.4)")),
+        ))
+        property_problem = _properties_check(cols["application_properties"])
+        checks.append((property_problem.isNotNull(), property_problem))
     problem = F.lit(None).cast(StringType())
     for bad, message in reversed(checks):
         problem = F.when(bad, message).otherwise(problem)
@@ -259,9 +264,10 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
     header = F.coalesce(F.octet_length(F.to_json(cols["application_properties"])), F.lit(0))
     for name in STRING_PROPERTIES:
         header = header + F.coalesce(F.octet_length(cols[name]), F.lit(0))
-    cols["size_in_bytes"] = (F.coalesce(F.octet_length(cols["body"]), F.lit(0)) + header
-                             ).cast("int")
-    problem = _first_problem(props, cols, header)
+    if not (forwarded and "size_in_bytes" in df.columns):
+        cols["size_in_bytes"] = (F.coalesce(F.octet_length(cols["body"]), F.lit(0)) + header
+                                 ).cast("int")
+    problem = _first_problem(props, cols, header, forwarded)
     cols["body"] = F.when(problem.isNull(), cols["body"]).otherwise(
         F.raise_error(F.concat(F.lit(_MARK), problem)).cast(BinaryType()))
     now = now_column()

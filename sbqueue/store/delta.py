@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import delta.exceptions as dx
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -454,6 +455,12 @@ class Table:
     def stats_here(self, column: str) -> tuple[int, Any] | None:
         """``driver.file_stats``: (rows, largest ``column``) from the log; None: ask Spark."""
         return driver.file_stats(self.path, column)
+
+    def appended_table_here(self, after_version: int, up_to_version: int,
+                            columns: Sequence[str], cap: int) -> pa.Table | None:
+        """``driver.appended_table``: appended rows as Arrow, read on the driver; None:
+        read with Spark."""
+        return driver.appended_table(self.path, after_version, up_to_version, columns, cap)
 
     def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
                       keep: driver.Keep, order: Sequence[str], limit: int

@@ -34,8 +34,8 @@ from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "commits_enabled", "enabled",
-           "file_stats", "pin", "scan", "tagged_version"]
+__all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "appended_table",
+           "commits_enabled", "enabled", "file_stats", "pin", "scan", "tagged_version"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
@@ -229,6 +229,46 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
             columns=wanted))
         return _first(stream, wanted, keep, order, limit)
     return _or_none(read)
+
+
+def appended_table(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
+                   cap: int) -> pa.Table | None:
+    """The rows appended in versions (after_version, up_to_version] as one Arrow table with
+    ``_commit_version``, for a decision made with Arrow compute over many rows (a
+    forwarding window); None when it cannot be read here or holds more than ``cap`` rows."""
+    if not enabled(path) or up_to_version <= after_version:
+        return None
+    if not (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists():
+        return None
+    wanted = list(dict.fromkeys([*columns, "_change_type", "_commit_version"]))
+
+    def read() -> pa.Table | None:
+        stream = pa.RecordBatchReader.from_stream(latest(path).load_cdf(
+            starting_version=after_version + 1, ending_version=up_to_version,
+            columns=wanted))
+        schema = pa.schema([stream.schema.field(c) for c in wanted])
+        batches, seen = [], 0
+        for batch in stream:
+            seen += batch.num_rows
+            if seen > cap:
+                return None
+            batches.append(batch.select(wanted))
+        table = pa.Table.from_batches(batches, schema)
+        table = table.cast(pa.schema([f.with_type(_unviewed(f.type)) for f in schema]))
+        inserts = table.filter(pc.equal(table.column("_change_type"), "insert"))
+        return inserts.drop_columns(["_change_type"]).combine_chunks()
+    return _or_none(read)
+
+
+def _unviewed(kind: pa.DataType) -> pa.DataType:
+    """The plain type of a view type delta-rs reads (most compute kernels take only those)."""
+    if kind == pa.string_view():
+        return pa.string()
+    if kind == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
+        return pa.list_(_unviewed(kind.value_type))
+    return kind
 
 
 def file_stats(path: str, column: str) -> tuple[int, Any] | None:

@@ -1,0 +1,285 @@
+"""Forwarding the inbox head by window (decision 017): no ledger row per message.
+
+A message still in the inbox after its partition's cursor needs no ledger row to be
+forwarded. A step takes a **window** of such rows in each partition, the longest prefix of
+the head a receive would hand out as it stands (``core.forwarding.window_forwardable``):
+
+1. **claim** - one commit on the driver: each cursor moves to the end of its window, and one
+   ``w`` row per window (lane ``transfer``) names it: where it starts (the cursor it moved
+   from), where it ends, the step's token and lease. No Spark job; it reads the head narrow,
+   with Arrow, and decides with the same rule compiled to Arrow (``to_arrow``);
+2. **write** - the window's rows, read once with their bodies (the change feed of those
+   commits only), numbered as the cursor numbered them, appended to the destination with
+   Delta's idempotent write (``txnAppId`` = the token): one Spark job, whatever is repeated;
+3. **release** - one commit on the driver deleting the ``w`` rows.
+
+A step killed after 1 leaves the ``w`` rows; the next step finds them once the lease ran out
+and repeats 2 (a no-op if it committed) and 3. While a window is claimed its messages are in
+the ``Transfer`` sub-queue of the view (``engine.reads``) and maintenance keeps its inbox
+segments (``engine.maintain``). Everything else (rows a window stops at: scheduled, expired,
+a 5th hop, a transaction; returned messages in the ledger; sessions; duplicate detection;
+tables not in a local folder) goes the receive path of ``engine.forward``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from sbqueue.core.forwarding import window_forwardable
+from sbqueue.core.sequence import counter_of, sequence_of
+from sbqueue.core.transitions import (
+    ACTIVE,
+    RECORD_AT,
+    Lane,
+    ReceiveContext,
+    deliverable,
+)
+from sbqueue.engine.columns import arrow_values, sequence_column
+from sbqueue.engine.receive import (
+    PENDING,
+    WINDOW_VERSIONS,
+    Cursor,
+    after_cursors,
+    with_unstored,
+)
+from sbqueue.engine.receive_small import cursor_row
+from sbqueue.engine.schema import (
+    LEDGER_COLUMNS,
+    TRANSACTION_SEND_PREFIX,
+    WINDOW,
+    ledger_row,
+    owned_rows,
+    owns,
+)
+from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
+
+if TYPE_CHECKING:
+    from sbqueue.engine.entity import Entity
+
+__all__ = ["Claim", "ForwardWindow", "claim", "leftover_windows", "release", "window_rows"]
+
+READ_CAP = 2_000_000  # head rows a claim reads on the driver at most (narrow columns)
+_HEAD_COLUMNS = ["partition_id", "send_id", "batch_index", "targets", "enqueued_time_utc",
+                 "scheduled_enqueue_time_utc", "expires_at_utc", "hop_count"]
+_MARK_COLUMNS = ["row_type", "partition_id", "cursor_version", "cursor_index",
+                 "last_counter", "row_version", "send_id", "lane", "state",
+                 "locked_until_utc", "scheduled_enqueue_time_utc", "expires_at_utc",
+                 "delivery_count", "lock_token"]
+
+
+@dataclass(frozen=True)
+class ForwardWindow:
+    """One partition's claimed window: the inbox rows after ``start`` up to and including
+    (``end_version``, ``end_index``), numbered ``start.counter + 1 .. last_counter``."""
+
+    partition: int
+    start: Cursor
+    end_version: int
+    end_index: int
+    last_counter: int
+    token: str
+    lease_until: datetime
+    claimed_at: datetime
+    row_version: int = 1
+
+    @property
+    def count(self) -> int:
+        return self.last_counter - self.start.counter
+
+    def row(self, **change: Any) -> dict[str, Any]:
+        """Its ``w`` row: keyed by the last message's sequence number; the start in the
+        cursor columns (maintenance reads it as a cursor), the end in (segment,
+        batch_index), the token and lease as a lock's."""
+        return ledger_row(
+            partition_id=self.partition, lane=Lane.TRANSFER, row_type=WINDOW,
+            sequence_number=sequence_of(self.partition, self.last_counter),
+            row_version=self.row_version, cursor_version=self.start.version,
+            cursor_index=self.start.position, last_counter=self.start.counter,
+            segment=self.end_version, batch_index=self.end_index, lock_token=self.token,
+            locked_until_utc=self.lease_until, enqueued_time_utc=self.claimed_at, **change)
+
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> ForwardWindow:
+        partition = int(row["partition_id"])
+        return cls(partition, Cursor(partition, int(row["cursor_version"]),
+                                     int(row["cursor_index"]), int(row["last_counter"]), 0),
+                   int(row["segment"]), int(row["batch_index"]),
+                   counter_of(int(row["sequence_number"])), str(row["lock_token"]),
+                   row["locked_until_utc"], row["enqueued_time_utc"], int(row["row_version"]))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a claim did: the windows it committed, and how many messages the receive
+    path should take before the next window (returned ledger messages, or a head row no
+    window may take); ``None`` windows: it could not decide here (nothing committed)."""
+
+    windows: list[ForwardWindow]
+    for_receive: int
+
+
+def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
+          partitions: list[int]) -> Claim | None:
+    """Claim windows of at most ``limit`` messages over ``partitions`` in one driver
+    commit; None where this cannot be decided on the driver (the receive path claims)."""
+    ledger, inbox = source.ledger, source.inbox
+    if not ledger.commits_here() or source.dedupe is not None or source.props.requires_session:
+        return None
+    marks = ledger.scan_here({"partition_id": partitions, "lane": [Lane.MAIN, Lane.SCHEDULED]},
+                             _MARK_COLUMNS, lambda r: r["row_type"] != "m"
+                             or _returned(r, ctx))
+    if marks is None:
+        return None
+    returned = sum(1 for r in marks if r["row_type"] == "m")
+    if returned:
+        return Claim([], min(returned, limit))
+    cursors = with_unstored(
+        [Cursor(int(r["partition_id"]), int(r["cursor_version"]), int(r["cursor_index"]),
+                int(r["last_counter"]), int(r["row_version"]))
+         for r in marks if r["row_type"] == "p"], partitions)
+    committed = {str(r["send_id"]) for r in marks if r["row_type"] == "t"}
+    start = min(c.version for c in cursors)
+    end = min(inbox.version(), start + WINDOW_VERSIONS)
+    head = inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP)
+    if head is None:
+        return None if end > start - 1 else Claim([], 0)
+    windows, stopped = _windows(_after(head, cursors, source.target), cursors, committed,
+                                ctx, limit, token)
+    if windows:
+        moves = [cursor_row(w.partition, w.end_version, w.end_index, w.last_counter,
+                            w.start.p_version) for w in windows]
+        adds = [w.row(**{EXPECT_COLUMN: None, OP_COLUMN: "upsert"}) for w in windows]
+        ledger.merge_rows(moves + adds, [w.partition for w in windows],
+                          [Lane.MAIN, Lane.TRANSFER])
+    return Claim(windows, limit if stopped and not windows else 0)
+
+
+def _returned(row: dict[str, Any], ctx: ReceiveContext) -> bool:
+    """A message row a receive could hand out now: returned, or a schedule now due."""
+    return deliverable(ctx).evaluate({**row, RECORD_AT: None}) is True
+
+
+def _after(head: pa.Table, cursors: list[Cursor], target: str | None) -> pa.Table:
+    """The head rows of the cursors' partitions this entity owns, after each cursor, in
+    commit order."""
+    places = {c.partition: c for c in cursors}
+    size = max(places) + 1
+    versions = pa.array([places[p].version if p in places else 1 << 62 for p in range(size)])
+    indexes = pa.array([places[p].position if p in places else 0 for p in range(size)])
+    part = head.column("partition_id")
+    known = pc.is_in(part, pa.array(sorted(places), pa.int32()))
+    head = head.filter(known)
+    part = head.column("partition_id")
+    cv, ci = pc.take(versions, part), pc.take(indexes, part)
+    v, i = head.column("_commit_version"), head.column("batch_index")
+    after = pc.or_(pc.greater(v, cv), pc.and_(pc.equal(v, cv), pc.greater(i, ci)))
+    if target is None:
+        owned = pc.is_null(head.column("targets"))
+    else:
+        owned = pa.array([owns(target, t) for t in head.column("targets").to_pylist()])
+    return head.filter(pc.and_(after, owned)).sort_by(
+        [("_commit_version", "ascending"), ("batch_index", "ascending")])
+
+
+def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
+             ctx: ReceiveContext, limit: int, token: str
+             ) -> tuple[list[ForwardWindow], bool]:
+    """Each partition's window (its head up to the first row a window may not take, at
+    most ``limit`` rows in all, earliest commits first), and whether a window stopped at a
+    row the receive path must decide (not one of a transaction still committing)."""
+    n = head.num_rows
+    fresh = head.append_column("state", pa.array([ACTIVE] * n)).append_column(
+        "delivery_count", pa.array([0] * n, pa.int32())).append_column(
+        "locked_until_utc", pa.nulls(n, pa.timestamp("us", tz="UTC"))).append_column(
+        RECORD_AT, pa.nulls(n, pa.timestamp("us", tz="UTC")))
+    ok = arrow_values(fresh, window_forwardable(ctx)).fill_null(False).to_pylist()
+    sends = head.column("send_id").to_pylist()
+    enqueued = head.column("enqueued_time_utc").to_pylist()
+    parts = head.column("partition_id").to_pylist()
+    versions = head.column("_commit_version").to_pylist()
+    indexes = head.column("batch_index").to_pylist()
+    by_partition = {c.partition: c for c in cursors}
+    ends: dict[int, tuple[int, int, int]] = {}
+    closed: set[int] = set()
+    stopped, taken = False, 0
+    for k in range(n):
+        p = parts[k]
+        if p in closed:
+            continue
+        send = sends[k]
+        if send.startswith(TRANSACTION_SEND_PREFIX) and send not in committed:
+            closed.add(p)  # still committing: it may yet be a message; else void
+            stopped = stopped or enqueued[k] <= ctx.now - PENDING
+            continue
+        if not ok[k] or taken >= limit:
+            closed.add(p)
+            stopped = stopped or not ok[k]
+            continue
+        count = ends[p][2] + 1 if p in ends else by_partition[p].counter + 1
+        ends[p] = (versions[k], indexes[k], count)
+        taken += 1
+    lease = ctx.locked_until
+    return [ForwardWindow(p, by_partition[p], v, i, counter, token, lease, ctx.now)
+            for p, (v, i, counter) in sorted(ends.items())], stopped
+
+
+def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
+    """The windows' messages, whole, each with the sequence number its window gave it,
+    read from the change feed of the windows' commits only."""
+    after = min(w.start.version for w in windows) - 1
+    up_to = max(w.end_version for w in windows)
+    starts = [w.start for w in windows]
+    ends = [Cursor(w.partition, w.end_version, w.end_index, 0, 0) for w in windows]
+    first = F.expr("CASE partition_id " + " ".join(
+        f"WHEN {w.partition} THEN {w.start.counter}L" for w in windows) + " END")
+    rank = F.row_number().over(
+        Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
+    rows = source.inbox.appended(
+        after, up_to, F.col("partition_id").isin([w.partition for w in windows])
+        & owned_rows(source.target)).where(after_cursors(starts) & ~after_cursors(ends))
+    return rows.withColumn("sequence_number",
+                           sequence_column(F.col("partition_id"), first + rank))
+
+
+def release(source: Entity, windows: list[ForwardWindow],
+            dead: Iterable[dict[str, Any]] = ()) -> None:
+    """Delete the windows' ``w`` rows (and store ``dead``, transfer dead-letter rows of
+    messages that could not go) in one commit. Windows another step released already are
+    left out (two steps may resume the same windows); none left: nothing to commit."""
+    tokens = {w.token for w in windows}
+    held = source.ledger.scan_here(
+        {"partition_id": sorted({w.partition for w in windows}), "lane": [Lane.TRANSFER]},
+        ["row_type", "partition_id", "sequence_number", "lock_token"],
+        lambda r: r["row_type"] == WINDOW and r["lock_token"] in tokens)
+    keys = None if held is None else {(r["partition_id"], r["sequence_number"]) for r in held}
+    mine = [w for w in windows if keys is None
+            or (w.partition, sequence_of(w.partition, w.last_counter)) in keys]
+    if not mine:
+        return
+    gone = [w.row(**{EXPECT_COLUMN: w.row_version, OP_COLUMN: "delete"}) for w in mine]
+    rows = [*gone, *({**r, EXPECT_COLUMN: None, OP_COLUMN: "upsert"} for r in dead)]
+    source.ledger.merge_rows(rows, sorted({w.partition for w in mine}),
+                             [Lane.TRANSFER, Lane.TRANSFER_DEAD_LETTER])
+
+
+def leftover_windows(source: Entity, now: datetime) -> dict[str, list[ForwardWindow]] | None:
+    """The windows whose lease ran out (their step died), by token; None where the ledger
+    cannot be read here."""
+    found = source.ledger.scan_here(
+        {"lane": [Lane.TRANSFER]}, LEDGER_COLUMNS,
+        lambda r: r["row_type"] == WINDOW and r["locked_until_utc"] <= now)
+    if found is None:
+        return None
+    out: dict[str, list[ForwardWindow]] = {}
+    for row in found:
+        window = ForwardWindow.of_row(row)
+        out.setdefault(window.token, []).append(window)
+    return out
