@@ -14,10 +14,10 @@ import math
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
@@ -65,7 +65,7 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
-from sbqueue.engine.send_small import SMALL, Outgoing, inbox_rows, result_of
+from sbqueue.engine.send_small import SMALL, Outgoing, forwarded_rows, inbox_rows, result_of
 from sbqueue.engine.sessions import Sessions, SessionStateResult
 from sbqueue.engine.settle import (
     Applied,
@@ -215,6 +215,21 @@ class Entity:
         result = result_of(rows, send_id, version)
         self.quota.add(result.size_in_bytes)
         return result
+
+    def send_forwarded(self, rows: Sequence[Mapping[str, Any]], send_id: str) -> bool:
+        """A forwarding batch (source inbox rows, numbered) appended on the driver, at most
+        once per ``send_id`` (``send_small.forwarded_rows``, ``Inbox.append_once``); False,
+        nothing stored, where it must be sent through Spark."""
+        if not self.inbox.commits_here():
+            return False
+        props = self._check_sendable()
+        out = forwarded_rows(rows, props, self.fenced, self._spread, send_id)
+        size = sum(int(r["size_in_bytes"]) for r in out)
+        self.quota.check(size)
+        done = self.inbox.append_once(out, send_id)
+        if done:
+            self.quota.add(size)
+        return done is not None
 
     def require_available(self, partitions: list[int], operation: str) -> None:
         """S14.2: an operation on an unavailable partition fails (checked after

@@ -304,10 +304,7 @@ class Forwarder:
         try:
             if destination is None:
                 raise MessagingEntityNotFoundError(f"{target} does not exist")
-            if not (resumed and self._written(destination, token)):
-                destination.send_dataframe(
-                    _outgoing(forward_window.window_rows(self.source, windows), True),
-                    send_id=FORWARD_SEND_PREFIX + token, forwarded=True, idempotent=True)
+            self._write_windows(destination, windows, token, resumed)
         except (MessagingEntityDisabledError, MessagingEntityNotFoundError) as exc:
             why = transfer_reason(0, isinstance(exc, MessagingEntityNotFoundError), True)
             dead = self._dead_rows(windows, why, target)
@@ -319,6 +316,21 @@ class Forwarder:
         log.info("forwarded %d, transfer-dead-lettered %d from %s to %s by window",
                  moved - len(dead), len(dead), self.path, target)
         return ForwardResult(moved - len(dead), len(dead), 1, int(resumed))
+
+    def _write_windows(self, destination: Entity | Topic, windows: list[ForwardWindow],
+                       token: str, resumed: bool) -> None:
+        """The destination append of a window batch, at most once per token: on the driver
+        where both tables are local and the destination a queue (no Spark job), else one
+        Spark append with ``txnAppId``."""
+        send_id = FORWARD_SEND_PREFIX + token
+        rows = forward_window.window_messages(self.source, windows)
+        if rows is not None and destination.send_forwarded(rows, send_id):
+            return
+        if resumed and self._written(destination, token):
+            return
+        destination.send_dataframe(
+            _outgoing(forward_window.window_rows(self.source, windows), True),
+            send_id=send_id, forwarded=True, idempotent=True)
 
     def _dead_rows(self, windows: list[ForwardWindow], why: str | None, target: str | None
                    ) -> list[dict[str, object]]:

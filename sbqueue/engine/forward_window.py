@@ -52,6 +52,7 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.receive_small import cursor_row
 from sbqueue.engine.schema import (
+    INBOX_SCHEMA,
     LEDGER_COLUMNS,
     TRANSACTION_SEND_PREFIX,
     WINDOW,
@@ -64,9 +65,11 @@ from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
 
-__all__ = ["Claim", "ForwardWindow", "claim", "leftover_windows", "release", "window_rows"]
+__all__ = ["Claim", "ForwardWindow", "claim", "leftover_windows", "release", "window_messages",
+           "window_rows"]
 
 READ_CAP = 2_000_000  # head rows a claim reads on the driver at most (narrow columns)
+_INBOX_COLUMNS = [f.name for f in INBOX_SCHEMA.fields]
 _HEAD_COLUMNS = ["partition_id", "send_id", "batch_index", "targets", "enqueued_time_utc",
                  "scheduled_enqueue_time_utc", "expires_at_utc", "hop_count"]
 _MARK_COLUMNS = ["row_type", "partition_id", "cursor_version", "cursor_index",
@@ -167,26 +170,35 @@ def _returned(row: dict[str, Any], ctx: ReceiveContext) -> bool:
     return deliverable(ctx).evaluate({**row, RECORD_AT: None}) is True
 
 
-def _after(head: pa.Table, cursors: list[Cursor], target: str | None) -> pa.Table:
-    """The head rows of the cursors' partitions this entity owns, after each cursor, in
-    commit order."""
+def _after(head: pa.Table, cursors: list[Cursor], target: str | None,
+           ends: list[Cursor] | None = None) -> pa.Table:
+    """The head rows of the cursors' partitions this entity owns, after each cursor (and
+    up to each of ``ends``), in commit order."""
+    known = pc.is_in(head.column("partition_id"), pa.array(sorted(
+        {c.partition for c in cursors}), pa.int32()))
+    head = head.filter(known)
+    keep = _past(head, cursors)
+    if ends is not None:
+        keep = pc.and_(keep, pc.invert(_past(head, ends)))
+    if target is None:
+        owned = pc.is_null(head.column("targets"))
+    else:
+        owned = pa.array([owns(target, t) for t in head.column("targets").to_pylist()])
+    return head.filter(pc.and_(keep, owned)).sort_by(
+        [("_commit_version", "ascending"), ("batch_index", "ascending")])
+
+
+def _past(head: pa.Table, cursors: list[Cursor]) -> pa.ChunkedArray:
+    """Whether each row (of the cursors' partitions) comes after its partition's cursor
+    (``engine.receive.is_after``, vectorized)."""
     places = {c.partition: c for c in cursors}
     size = max(places) + 1
     versions = pa.array([places[p].version if p in places else 1 << 62 for p in range(size)])
     indexes = pa.array([places[p].position if p in places else 0 for p in range(size)])
     part = head.column("partition_id")
-    known = pc.is_in(part, pa.array(sorted(places), pa.int32()))
-    head = head.filter(known)
-    part = head.column("partition_id")
     cv, ci = pc.take(versions, part), pc.take(indexes, part)
     v, i = head.column("_commit_version"), head.column("batch_index")
-    after = pc.or_(pc.greater(v, cv), pc.and_(pc.equal(v, cv), pc.greater(i, ci)))
-    if target is None:
-        owned = pc.is_null(head.column("targets"))
-    else:
-        owned = pa.array([owns(target, t) for t in head.column("targets").to_pylist()])
-    return head.filter(pc.and_(after, owned)).sort_by(
-        [("_commit_version", "ascending"), ("batch_index", "ascending")])
+    return pc.or_(pc.greater(v, cv), pc.and_(pc.equal(v, cv), pc.greater(i, ci)))
 
 
 def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
@@ -229,6 +241,28 @@ def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
     lease = ctx.locked_until
     return [ForwardWindow(p, by_partition[p], v, i, counter, token, lease, ctx.now)
             for p, (v, i, counter) in sorted(ends.items())], stopped
+
+
+def window_messages(source: Entity, windows: list[ForwardWindow]
+                    ) -> list[dict[str, Any]] | None:
+    """The windows' messages, whole, each with the sequence number its window gave it,
+    read on the driver (delta-rs, no Spark job); None where they cannot be read here."""
+    after = min(w.start.version for w in windows) - 1
+    up_to = max(w.end_version for w in windows)
+    table = source.inbox.appended_table_here(after, up_to, _INBOX_COLUMNS, READ_CAP)
+    if table is None:
+        return None
+    ends = [Cursor(w.partition, w.end_version, w.end_index, 0, 0) for w in windows]
+    rows: list[dict[str, Any]] = _after(table, [w.start for w in windows], source.target,
+                                        ends).to_pylist()
+    counters = {w.partition: w.start.counter for w in windows}
+    for row in rows:
+        partition = int(row["partition_id"])
+        counters[partition] += 1
+        row["sequence_number"] = sequence_of(partition, counters[partition])
+    if any(counters[w.partition] != w.last_counter for w in windows):
+        return None  # not the rows the claim counted: Spark reads them
+    return rows
 
 
 def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:

@@ -22,6 +22,7 @@ from typing import Any
 
 from sbqueue.core.clock import utcnow
 from sbqueue.core.durations import is_never
+from sbqueue.core.forwarding import carried_sequence, next_hop
 from sbqueue.core.properties import QueueProperties
 from sbqueue.core.routing import RoundRobin, partition_for, routing_key
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
@@ -30,7 +31,7 @@ from sbqueue.engine.send import SendResult, refusal
 from sbqueue.exceptions import PartitionUnavailableError
 from sbqueue.store.variant import encode_object, micros, to_json
 
-__all__ = ["SMALL", "Outgoing", "inbox_rows", "result_of"]
+__all__ = ["SMALL", "Outgoing", "forwarded_rows", "inbox_rows", "result_of"]
 
 SMALL = 200  # messages a send makes on the driver at most; more: one Spark job
 Outgoing = Mapping[str, Any]  # body (bytes), STRING_PROPERTIES, time_to_live,
@@ -47,16 +48,25 @@ def _problem(message: Outgoing, props: QueueProperties, header: int, size: int) 
     key, session = message.get("partition_key"), message.get("session_id")
     if key is not None and session is not None and key != session:
         return f"partition_key {key} differs from session_id {session} (S2.2)"
-    if props.requires_session and session is None:
+    problem = _entity_problem(message, props, size)
+    if problem is not None:
+        return problem
+    if header > HEADER_LIMIT:
+        return (f"MessageSizeExceeded: header of message {message['message_id']} exceeds "
+                "64 KB (S2.4)")
+    return None
+
+
+def _entity_problem(message: Outgoing, props: QueueProperties, size: int) -> str | None:
+    """The rules of this entity a message may break (its sessions, its size limit): the
+    ones a forwarded message is checked by again."""
+    if props.requires_session and message.get("session_id") is None:
         return (f"queue {props.name} requires sessions; message {message['message_id']} has "
                 "no session_id (S10.1)")
     limit = message_limit(props.max_message_size_in_kilobytes)
     if size > limit:
         return (f"MessageSizeExceeded: message {message['message_id']} is {size} bytes; at "
                 f"most {limit} (S2.4)")
-    if header > HEADER_LIMIT:
-        return (f"MessageSizeExceeded: header of message {message['message_id']} exceeds "
-                "64 KB (S2.4)")
     return None
 
 
@@ -104,15 +114,20 @@ def _partition(message: Outgoing, props: QueueProperties, available: list[int],
     return spread.pick(available)
 
 
-def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: frozenset[int],
-               spread: RoundRobin, send_id: str) -> list[dict[str, Any]]:
-    """The inbox rows of ``messages`` (``prepare_send``'s), or the first rule one breaks
-    raised as the Spark send raises it; nothing is stored either way."""
+def _available(props: QueueProperties, fenced: frozenset[int]) -> list[int]:
     available = [p for p in range(props.partition_count) if p not in fenced]
     if not available:
         raise PartitionUnavailableError(
             f"all {props.partition_count} partitions are unavailable; nothing can be sent "
             "(S14.2)")
+    return available
+
+
+def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: frozenset[int],
+               spread: RoundRobin, send_id: str) -> list[dict[str, Any]]:
+    """The inbox rows of ``messages`` (``prepare_send``'s), or the first rule one breaks
+    raised as the Spark send raises it; nothing is stored either way."""
+    available = _available(props, fenced)
     now = utcnow()
     rows = []
     for index, message in enumerate(messages):
@@ -140,6 +155,41 @@ def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: fro
             "body": message["body"], "size_in_bytes": size, "enqueued_time_utc": now,
             "expires_at_utc": _expiry(active_from, lives_ms),
             "enqueued_sequence_number": 0, "hop_count": 0, "targets": None,
+        })
+    return rows
+
+
+def forwarded_rows(messages: Sequence[Mapping[str, Any]], props: QueueProperties,
+                   fenced: frozenset[int], spread: RoundRobin, send_id: str
+                   ) -> list[dict[str, Any]]:
+    """The inbox rows of a forwarding batch (source inbox rows, each with its
+    ``sequence_number``), as ``prepare_send(forwarded=True)`` makes them from
+    ``engine.forward._outgoing``: every property and the size kept (S13.2), the first
+    entity's number carried (S3.3), one more hop, the time to live counted again from now
+    and capped by this entity (S8.1); checked again only by this entity's rules."""
+    available = _available(props, fenced)
+    now = utcnow()
+    segment = int(now.timestamp()) // SEGMENT_SECONDS
+    rows = []
+    for index, message in enumerate(messages):
+        problem = _entity_problem(message, props, int(message["size_in_bytes"]))
+        if problem is not None:
+            raise refusal(problem)
+        scheduled: datetime | None = message["scheduled_enqueue_time_utc"]
+        rows.append({
+            "partition_id": _partition(message, props, available, fenced, spread),
+            "segment": segment, "send_id": send_id, "batch_index": index,
+            **{n: message[n] for n in STRING_PROPERTIES},
+            "time_to_live_ms": message["time_to_live_ms"],
+            "scheduled_enqueue_time_utc": scheduled,
+            "application_properties": message["application_properties"],
+            "body": message["body"], "size_in_bytes": message["size_in_bytes"],
+            "enqueued_time_utc": now,
+            "expires_at_utc": _expiry(max(now, scheduled or now),
+                                      _lives_ms(message["time_to_live_ms"], props)),
+            "enqueued_sequence_number": carried_sequence(
+                message["enqueued_sequence_number"], int(message["sequence_number"])),
+            "hop_count": next_hop(message["hop_count"]), "targets": None,
         })
     return rows
 

@@ -11,8 +11,9 @@ their rows of the topic's inbox through their own ledgers (``owned_rows``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -150,6 +151,11 @@ class Topic:
         if self.props.status in (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED):
             raise MessagingEntityDisabledError(
                 f"topic {self.name} is {self.props.status.value}: send refused (S16.1)")
+
+    def send_forwarded(self, rows: Sequence[Mapping[str, Any]], send_id: str) -> bool:
+        """A topic takes a forwarding batch through its Spark fan-out only (its rules are
+        evaluated there): False, as ``Entity.send_forwarded`` where it cannot append."""
+        return False
 
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
                        incoming_bytes: int = 0, send_id: str | None = None,

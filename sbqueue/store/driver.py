@@ -254,7 +254,10 @@ def appended_table(path: str, after_version: int, up_to_version: int, columns: S
                 return None
             batches.append(batch.select(wanted))
         table = pa.Table.from_batches(batches, schema)
-        table = table.cast(pa.schema([f.with_type(_unviewed(f.type)) for f in schema]))
+        for k, field in enumerate(schema):  # only the view types: a cast of a struct
+            if _unviewed(field.type) != field.type:  # with null rows is refused
+                table = table.set_column(k, field.with_type(_unviewed(field.type)),
+                                         pc.cast(table.column(k), _unviewed(field.type)))
         inserts = table.filter(pc.equal(table.column("_change_type"), "insert"))
         return inserts.drop_columns(["_change_type"]).combine_chunks()
     return _or_none(read)

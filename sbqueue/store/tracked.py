@@ -70,33 +70,44 @@ class Unsupported(Exception):
 
 
 def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag: str,
-                   stats_columns: Sequence[str]) -> int:
+                   stats_columns: Sequence[str], once: str | None = None) -> int | None:
     """Append ``table`` (every column of the Delta schema, partition columns included) in
-    one commit carrying ``tag``; the version committed."""
+    one commit carrying ``tag``; the version committed. ``once``: an application id, as
+    Spark's ``txnAppId`` (Delta's ``txn`` action): when a commit carries it already,
+    nothing is written and None is returned."""
     root = Path(path)
     log = root / "_delta_log"
     version = _latest(log)
+    if once is not None:
+        seen = driver.latest(path)
+        if seen.transaction_version(once) is not None:
+            return None
+        version = seen.version()  # commits after it are checked for ``once`` below
     _check_protocol(log)
     files = [_write_file(root, part, partition_by, stats_columns)
              for part in _split(table, partition_by)]
     for _ in range(_RETRIES):
         high = _high_water_mark(log, version)
-        body = _commit(files, version + 1, high, tag)
+        body = _commit(files, version + 1, high, tag, once)
         deadline.check()
         if _publish(log, version + 1, body):
             _checkpoint(root, version + 1)  # never raises: the append is committed
             return version + 1
         latest = _latest(log)
         for between in range(version + 1, latest + 1):  # every commit we lost to
-            _check_unchanged(log, between)
+            actions = _actions(log, between)
+            _check_unchanged(log, between, actions)
+            if once is not None and any(a.get("txn", {}).get("appId") == once
+                                        for a in actions):
+                return None  # the same batch, committed by someone else
         version = latest
     raise Unsupported(f"{path}: no version won in {_RETRIES} tries")
 
 
-def _check_unchanged(log: Path, version: int) -> None:
-    """Refuse when commit ``version``, made under this append, changed the table's protocol
-    or metadata."""
-    if any("protocol" in a or "metaData" in a for a in _actions(log, version)):
+def _check_unchanged(log: Path, version: int, actions: list[dict[str, Any]]) -> None:
+    """Refuse when commit ``version`` (its ``actions``), made under this append, changed
+    the table's protocol or metadata."""
+    if any("protocol" in a or "metaData" in a for a in actions):
         raise Unsupported(f"{log}: version {version} changed the table under an append")
 
 
@@ -237,7 +248,8 @@ def _stats(data: pa.Table, columns: Sequence[str]) -> dict[str, Any]:
             "nullCount": nulls}
 
 
-def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str) -> str:
+def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
+            once: str | None = None) -> str:
     lines: list[dict[str, Any]] = [{"commitInfo": {
         "timestamp": int(time.time() * 1000), "operation": "WRITE",
         "operationParameters": {"mode": "Append", "partitionBy": "[]"},
@@ -251,6 +263,9 @@ def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str) -> s
         add["defaultRowCommitVersion"] = version
         high += file["rows"]
         lines.append({"add": add})
+    if once is not None:
+        lines.append({"txn": {"appId": once, "version": 0,
+                              "lastUpdated": int(time.time() * 1000)}})
     lines.append({"domainMetadata": {"domain": _DOMAIN, "configuration": json.dumps(
         {"rowIdHighWaterMark": high, "domainName": _DOMAIN}, separators=(",", ":")),
         "removed": False}})
