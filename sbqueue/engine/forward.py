@@ -72,7 +72,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BATCH = 100_000  # a batch is ~45 Spark jobs whatever its size (decision 010)
 _RELEASE_ROWS = ("sequence_number long, _token string, _reason string, "
                  "_description string")
-Crash = Callable[[str], None]  # tests: called after each commit of a batch
+Crash = Callable[[str], None]  # tests: called after each commit of a batch, and as its
+# destination write starts ("writing")
 
 
 @dataclass
@@ -279,6 +280,7 @@ class Forwarder:
             movable = rows.where(F.coalesce(F.col("hop_count"), F.lit(0)) < MAX_HOPS) \
                 if hops else rows
             try:
+                self.crash("writing")
                 destination.send_dataframe(
                     _outgoing(movable, hops),
                     send_id=FORWARD_SEND_PREFIX + token, forwarded=True,
@@ -324,6 +326,7 @@ class Forwarder:
         Spark append with ``txnAppId``."""
         send_id = FORWARD_SEND_PREFIX + token
         rows = forward_window.window_messages(self.source, windows)
+        self.crash("writing")
         if rows is not None and destination.send_forwarded(rows, send_id):
             return
         if resumed and self._written(destination, token):
