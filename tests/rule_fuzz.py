@@ -16,7 +16,7 @@ import math
 import re
 import string
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import assume
@@ -35,6 +35,8 @@ from sbqueue.core.rule_syntax import (
     Node,
     Not,
     Property,
+    Remove,
+    Set,
     Unary,
 )
 
@@ -52,7 +54,8 @@ SYSTEM_NAMES = {"MessageId": "message_id", "CorrelationId": "correlation_id", "T
                 "SessionId": "session_id", "ReplyToSessionId": "reply_to_session_id",
                 "ContentType": "content_type"}
 SYSTEM_FIELDS = sorted(set(SYSTEM_NAMES.values()))
-KEYWORDS = frozenset("or and not is null in like escape exists true false set remove".split())
+KEYWORDS = frozenset(["or", "and", "not", "is", "null", "in", "like", "escape", "exists", "true",
+                      "false", "set", "remove"])
 _PLAIN = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 COMPARE_OPS = ("=", "<>", "!=", ">", ">=", "<", "<=")
 ARITH_OPS = ("+", "-", "*", "/", "%")
@@ -150,7 +153,7 @@ class _Filters:
 
     def __init__(self, draw: st.DrawFn, newid: bool, floats: st.SearchStrategy[float]) -> None:
         self.draw = draw
-        self.newid = newid
+        self.with_newid = newid
         self.floats = floats
         self.parameters: dict[str, Any] = {}
 
@@ -163,7 +166,7 @@ class _Filters:
     def expr(self, depth: int, slot: int, kinds: tuple[str, ...] | None = None) -> Drawn:
         if kinds is None:
             kinds = ("literal", "literal", "property", "property", "exists")
-            if self.newid:
+            if self.with_newid:
                 kinds += ("newid",)
             if depth > 0:
                 kinds += ("unary", "sum", "product", "product", "compare", "compare",
@@ -186,11 +189,11 @@ class _Filters:
 
     def literal(self, depth: int) -> Drawn:
         value = self.value()
-        unwritable = isinstance(value, float) and math.isnan(value) or value == INT_MIN
+        unwritable = (isinstance(value, float) and math.isnan(value)) or value == INT_MIN
         if unwritable or self.draw(st.integers(0, 5)) == 0:
             return self.parameter(value)
         if value is None or isinstance(value, bool):
-            return Drawn(Literal(value), (self.kw(str(value).upper().replace("NONE", "NULL")),),
+            return Drawn(Literal(value), (self.kw(str(value).lower().replace("none", "null")),),
                          ATOM)
         if isinstance(value, str):
             return Drawn(Literal(value), (quote(value),), ATOM)
@@ -215,7 +218,8 @@ class _Filters:
             written = self.pick(sorted(SYSTEM_NAMES))
             scope = self.pick(["sys", "SYS", "Sys", "[sys]", '"sys"'])
             return Drawn(Property("sys", SYSTEM_NAMES[written]),
-                         (f"{scope}.{self.name_token(self.draw(cased(written)))}",), ATOM)
+                         (f"{scope}.{self.name_token(self.draw(cased(written.lower())))}",),
+                         ATOM)
         name = self.draw(cased(self.pick(USER_NAMES)))
         style = self.pick(["name", "name", "user."] + (["call"] if calls else []))
         if style == "call":
@@ -223,7 +227,7 @@ class _Filters:
                          (self.kw(self.pick(["property", "p"])), "(", quote(name), ")"), ATOM)
         token = self.name_token(name)
         if style == "user.":
-            token = f"{self.pick(['user', 'USER', '[user]', '"User"'])}.{token}"
+            token = self.pick(["user", "USER", "[user]", '"User"']) + "." + token
         return Drawn(Property("user", name), (token,), ATOM)
 
     def property(self, depth: int) -> Drawn:
@@ -349,17 +353,15 @@ def filters(draw: st.DrawFn, max_depth: int = 4, newid: bool = False,
 class ActionCase:
     text: str
     parameters: dict[str, Any]
-    statements: tuple[Any, ...] = field(default_factory=tuple)  # (Set | Remove, ...)
+    statements: tuple[Set | Remove, ...]
 
 
 @st.composite
 def actions(draw: st.DrawFn, max_depth: int = 3) -> ActionCase:
     """A valid SQL action (S15.6): ``SET p = e`` and ``REMOVE p`` statements."""
-    from sbqueue.core.rule_syntax import Remove, Set
-
     gen = _Filters(draw, False, floats)
     tokens: list[str] = []
-    statements: list[Any] = []
+    statements: list[Set | Remove] = []
     for _ in range(draw(st.integers(1, 4))):
         prop = gen.prop(calls=False)
         assert isinstance(prop.node, Property)

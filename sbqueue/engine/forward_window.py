@@ -44,6 +44,7 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.columns import arrow_values, sequence_column
 from sbqueue.engine.receive import (
+    MAX_INDEX,
     PENDING,
     WINDOW_VERSIONS,
     Cursor,
@@ -133,36 +134,63 @@ def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
           partitions: list[int]) -> Claim | None:
     """Claim windows of at most ``limit`` messages over ``partitions`` in one driver
     commit; None where this cannot be decided on the driver (the receive path claims)."""
-    ledger, inbox = source.ledger, source.inbox
+    ledger = source.ledger
     if not ledger.commits_here() or source.dedupe is not None or source.props.requires_session:
         return None
-    marks = ledger.scan_here({"partition_id": partitions, "lane": [Lane.MAIN, Lane.SCHEDULED]},
-                             _MARK_COLUMNS, lambda r: r["row_type"] != "m"
-                             or _returned(r, ctx))
-    if marks is None:
-        return None
-    returned = sum(1 for r in marks if r["row_type"] == "m")
-    if returned:
-        return Claim([], min(returned, limit))
+    while True:
+        marks = ledger.scan_here(
+            {"partition_id": partitions, "lane": [Lane.MAIN, Lane.SCHEDULED]}, _MARK_COLUMNS,
+            lambda r: r["row_type"] != "m" or _returned(r, ctx))
+        if marks is None:
+            return None
+        returned = sum(1 for r in marks if r["row_type"] == "m")
+        if returned:
+            return Claim([], min(returned, limit))
+        got = _claim_head(source, token, limit, ctx, partitions, marks)
+        if got is None or got.windows or not got.moved:
+            return None if got is None else Claim(got.windows, got.for_receive)
+        # only idle cursors moved (a read window of commits held none of their rows): the
+        # next read starts after them
+
+
+@dataclass(frozen=True)
+class _Head:
+    windows: list[ForwardWindow]
+    for_receive: int
+    moved: bool
+
+
+def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
+                partitions: list[int], marks: list[dict[str, Any]]) -> _Head | None:
+    """Decide and commit windows over the head read after the cursors in ``marks``; a
+    cursor with none of its rows among the commits read moves past them (as a receive's
+    ``_cursor_moves``), so that an idle partition does not hold the next read back."""
     cursors = with_unstored(
         [Cursor(int(r["partition_id"]), int(r["cursor_version"]), int(r["cursor_index"]),
                 int(r["last_counter"]), int(r["row_version"]))
          for r in marks if r["row_type"] == "p"], partitions)
     committed = {str(r["send_id"]) for r in marks if r["row_type"] == "t"}
-    start = min(c.version for c in cursors)
-    end = min(inbox.version(), start + WINDOW_VERSIONS)
-    head = inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP)
+    start, latest = min(c.version for c in cursors), source.inbox.version()
+    end = min(latest, start + WINDOW_VERSIONS)
+    if end <= start - 1:
+        return _Head([], 0, False)
+    head = source.inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP)
     if head is None:
-        return None if end > start - 1 else Claim([], 0)
-    windows, stopped = _windows(_after(head, cursors, source.target), cursors, committed,
-                                ctx, limit, token)
-    if windows:
-        moves = [cursor_row(w.partition, w.end_version, w.end_index, w.last_counter,
-                            w.start.p_version) for w in windows]
-        adds = [w.row(**{EXPECT_COLUMN: None, OP_COLUMN: "upsert"}) for w in windows]
-        ledger.merge_rows(moves + adds, [w.partition for w in windows],
-                          [Lane.MAIN, Lane.TRANSFER])
-    return Claim(windows, limit if stopped and not windows else 0)
+        return None
+    head = _after(head, cursors, source.target)
+    windows, stopped = _windows(head, cursors, committed, ctx, limit, token)
+    busy = set(head.column("partition_id").to_pylist())
+    idle = [c for c in cursors if end < latest and c.partition not in busy
+            and (c.version, c.position) < (end, MAX_INDEX)]
+    moves = [cursor_row(w.partition, w.end_version, w.end_index, w.last_counter,
+                        w.start.p_version) for w in windows]
+    moves += [cursor_row(c.partition, end, MAX_INDEX, c.counter, c.p_version) for c in idle]
+    adds = [w.row(**{EXPECT_COLUMN: None, OP_COLUMN: "upsert"}) for w in windows]
+    if moves:
+        ledger_lanes = [Lane.MAIN, Lane.TRANSFER] if windows else [Lane.MAIN]
+        source.ledger.merge_rows(moves + adds, sorted({int(m["partition_id"]) for m in moves}),
+                                 ledger_lanes)
+    return _Head(windows, limit if stopped and not windows else 0, bool(moves))
 
 
 def _returned(row: dict[str, Any], ctx: ReceiveContext) -> bool:
@@ -183,7 +211,8 @@ def _after(head: pa.Table, cursors: list[Cursor], target: str | None,
     if target is None:
         owned = pc.is_null(head.column("targets"))
     else:
-        owned = pa.array([owns(target, t) for t in head.column("targets").to_pylist()])
+        owned = pa.array([owns(target, t) for t in head.column("targets").to_pylist()],
+                         pa.bool_())
     return head.filter(pc.and_(keep, owned)).sort_by(
         [("_commit_version", "ascending"), ("batch_index", "ascending")])
 
@@ -208,7 +237,7 @@ def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
     most ``limit`` rows in all, earliest commits first), and whether a window stopped at a
     row the receive path must decide (not one of a transaction still committing)."""
     n = head.num_rows
-    fresh = head.append_column("state", pa.array([ACTIVE] * n)).append_column(
+    fresh = head.append_column("state", pa.array([ACTIVE] * n, pa.string())).append_column(
         "delivery_count", pa.array([0] * n, pa.int32())).append_column(
         "locked_until_utc", pa.nulls(n, pa.timestamp("us", tz="UTC"))).append_column(
         RECORD_AT, pa.nulls(n, pa.timestamp("us", tz="UTC")))

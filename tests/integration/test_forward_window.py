@@ -14,6 +14,7 @@ from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.subqueues import TRANSFER_VIEW_NAME
 from sbqueue.engine.forward import Forwarder
 from sbqueue.engine.maintain import Maintainer
+from sbqueue.engine.receive import WINDOW_VERSIONS
 
 pytestmark = pytest.mark.spark
 
@@ -118,3 +119,21 @@ def test_s8_4_s13_2_a_window_stops_at_a_schedule_not_yet_due(
     clock.advance(timedelta(minutes=11))
     assert Forwarder(admin.namespace, "sched-src").step().forwarded == 1
     assert admin.namespace.entity("sched-src").counts()["total"] == 0
+
+
+@pytest.mark.slow
+def test_s13_2_partitions_without_messages_do_not_hold_the_window_back(
+        admin, spark, namespace_root) -> None:
+    """More commits than a claim reads at once (WINDOW_VERSIONS), all in one partition: the
+    other partitions' cursors move past the commits read, so every message goes."""
+    admin.create_queue("one-dest", enable_partitioning=True)
+    admin.create_queue("one-src", enable_partitioning=True, forward_to="one-dest")
+    sends = WINDOW_VERSIONS + 40
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_queue_sender("one-src")
+        for i in range(sends):  # one commit each
+            sender.send_messages(ServiceBusMessage(f"b{i}", partition_key="only"))
+
+    assert Forwarder(admin.namespace, "one-src").step().forwarded == sends
+    assert admin.namespace.entity("one-src").counts()["total"] == 0
+    assert admin.namespace.entity("one-dest").counts()["active"] == sends
