@@ -76,6 +76,18 @@ _EDGE_TEXTS = ("", "a", "A", "Red", "red", "5", "50%", "a_b", "O'Brien", "a\n", 
 texts = st.one_of(st.sampled_from(_EDGE_TEXTS), st.text(alphabet="aA5%_!'\n\r ", max_size=5),
                   st.text(st.characters(codec="utf-8"), max_size=6))  # no lone surrogates
 values = st.one_of(st.none(), st.booleans(), ints, floats, texts)
+# Edge values more often, and pairs of values that differ in a way one evaluator may miss:
+# an int and the nearest double, a text and itself with a line terminator after it.
+edge_values = st.one_of(st.sampled_from(
+    (None, True, False, *_EDGE_INTS, *_EDGE_FLOATS, math.inf, -math.inf, math.nan,
+     *_EDGE_TEXTS)), values)
+_TERMINATORS = ("", "\n", "\r", "\r\n", "\u2028", "\u0085", "x")
+close_pairs = st.one_of(
+    st.tuples(edge_values, edge_values),
+    ints.map(lambda i: (i, float(i))),
+    finite_floats.filter(lambda f: abs(f) < 2**63).map(lambda f: (f, int(f))),
+    st.tuples(texts, st.sampled_from(_TERMINATORS)).map(lambda t: (t[0] + t[1], t[0])),
+)
 
 
 def cased(word: str) -> st.SearchStrategy[str]:

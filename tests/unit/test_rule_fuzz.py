@@ -24,6 +24,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rule_fuzz import (
+    ARITH_OPS,
+    COMPARE_OPS,
     INT_MAX,
     INT_MIN,
     KEYWORDS,
@@ -31,6 +33,7 @@ from rule_fuzz import (
     FilterCase,
     actions,
     cased,
+    close_pairs,
     filters,
     messages,
 )
@@ -269,6 +272,25 @@ def test_s15_5_reference_catches_known_answers() -> None:
     assert _arith("/", -7, 2) == -3 and _arith("%", -7, 2) == -1
     assert _arith("+", INT_MAX, 1) is None and _arith("%", math.inf, 2.0) is None
     assert _compare("=", 2**53 + 1, float(2**53)) is True and _compare("=", "5", 5) is None
+
+
+@fuzz(300)
+@given(close_pairs)
+def test_s15_5_every_operator_on_edge_values(pair: tuple[Any, Any]) -> None:
+    """S15.5 for each operator alone, on values drawn to sit on its edges (64-bit limits,
+    an int against the nearest double, infinities, NaN, zero divisors, line terminators
+    after a LIKE pattern's text)."""
+    a, b = pair
+    message: Message = ({}, {"a": a, "b": b})
+    view = message_view(*message)
+    pattern = b if isinstance(b, str) else "%"
+    texts = [f"a {op} b" for op in (*COMPARE_OPS, *ARITH_OPS)] + [
+        "-a", "+a", "a IN (b)", "a NOT IN (b, 1)", "a LIKE @p", "a NOT LIKE @p",
+        "a LIKE @p ESCAPE '!'"]
+    for text in texts:
+        tree = parse_filter(text, {"p": pattern})
+        got, want = evaluate(tree, view), _expected(tree, view, message)
+        assert _same(got, want), (text, a, b, got, want)
 
 
 @fuzz(150)
