@@ -83,4 +83,5 @@ ACTIONS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {"subject": "relabeled"}),
     ("SET ok = n > 1 AND flag", {"ok": True}, {}),
     ("SET ratio = d / 3", {"ratio": 0.5}, {}),
+    ("SET sys.Label = d * 1E20; SET sys.To = 1E-5", {}, {"subject": "1.5E20", "to": "1.0E-5"}),
 ]

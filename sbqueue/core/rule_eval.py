@@ -37,6 +37,7 @@ from sbqueue.core.rule_syntax import (
     Set,
     Unary,
 )
+from sbqueue.store.variant import java_double
 
 __all__ = ["RuleMessage", "apply_actions", "evaluate", "like_regex", "matches", "message_view"]
 
@@ -84,6 +85,8 @@ def _compare(op: str, a: Any, b: Any) -> bool | None:
     kind = _kind(a)
     if kind is None or kind != _kind(b) or kind == "other":
         return None
+    if type(a) is not type(b):  # an int and a float compare as doubles, as in C# and Spark
+        a, b = float(a), float(b)
     if op == "=":
         return bool(a == b)
     if op in ("<>", "!="):
@@ -115,13 +118,18 @@ def _arith(op: str, a: Any, b: Any) -> Any:
     if op == "%" and both_int:  # the dividend's sign
         remainder = abs(a) % abs(b)
         return remainder if a >= 0 else -remainder
+    if op == "%" and math.isinf(a):  # NaN in IEEE (fmod raises): unknown
+        return None
     if op in ("/", "%"):
         return _fit(a / b if op == "/" else math.fmod(a, b))
     return _fit({"+": a + b, "-": a - b, "*": a * b}[op])
 
 
 def like_regex(pattern: str, escape: str | None) -> str:
-    """The anchored regular expression of a LIKE pattern (``%`` any run, ``_`` one char)."""
+    r"""The anchored regular expression of a LIKE pattern (``%`` any run, ``_`` one char),
+    for DOTALL matching. It ends with ``(?!.)``, the end of the text in both Python's and
+    Java's regular expressions: ``$`` also matches before a final line terminator (in
+    Python ``\n``; in Java ``\n``, ``\r``, ``\r\n``, ``\u0085``, ``\u2028``, ``\u2029``)."""
     out, i = [], 0
     while i < len(pattern):
         ch = pattern[i]
@@ -131,7 +139,7 @@ def like_regex(pattern: str, escape: str | None) -> str:
             continue
         out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
         i += 1
-    return "^" + "".join(out) + "$"
+    return "^" + "".join(out) + "(?!.)"
 
 
 def _and(a: Any, b: Any) -> bool | None:
@@ -175,7 +183,7 @@ def evaluate(node: Node, message: RuleMessage) -> Any:
         value = evaluate(node.operand, message)
         if not _number(value):
             return None
-        return _fit(-value if node.op == "-" else value)
+        return _fit(-value) if node.op == "-" else value  # +x is x, as in Spark
     if isinstance(node, Binary):
         a, b = evaluate(node.left, message), evaluate(node.right, message)
         if node.op in ("+", "-", "*", "/", "%"):
@@ -226,9 +234,12 @@ def apply_actions(actions: tuple[Action, ...], message: RuleMessage) -> RuleMess
 
 
 def _text(value: Any) -> str | None:
-    """A system property is a string: other values are set as their text."""
+    """A system property is a string: other values are set as their text, as Spark casts
+    them (a double as Java writes it: ``1.0E20``, not ``1e+20``)."""
     if value is None or isinstance(value, str):
         return value
+    if isinstance(value, float):
+        return java_double(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

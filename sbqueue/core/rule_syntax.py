@@ -14,13 +14,14 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = [
     "MAX_EXPRESSION_LENGTH",
+    "MAX_NESTING",
     "SYSTEM_PROPERTIES",
     "Action",
     "Binary",
@@ -42,6 +43,11 @@ __all__ = [
 ]
 
 MAX_EXPRESSION_LENGTH = 1024  # S15.4
+# Deeper parse trees are refused (S15.7): building, evaluating and compiling a tree recurse
+# per level, and 1024 characters reach ~500 levels (``------x``), past Python's recursion
+# limit. 200 takes any chain of ORed comparisons that fits in 1024 characters (<= 146).
+MAX_NESTING = 200
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 # S15.4: the system properties a rule may name, by lower-cased name -> message field.
 SYSTEM_PROPERTIES = {
     "messageid": "message_id", "correlationid": "correlation_id", "to": "to",
@@ -57,6 +63,7 @@ _GRAMMAR = r"""
 ?not_expr: predicate | _NOT not_expr -> not_
 ?predicate: sum
     | sum COMPARE sum -> compare
+    | sum _EQUAL sum -> equal
     | sum _IS _NULL -> is_null
     | sum _IS _NOT _NULL -> is_not_null
     | sum _IN "(" items ")" -> in_
@@ -82,7 +89,7 @@ prop: name ("." name)?
 name: NAME | BRACKETED | QUOTED
 
 actions: action (";" action)* ";"?
-action: _SET prop "=" or_expr -> set_
+action: _SET prop _EQUAL or_expr -> set_
     | _REMOVE prop -> remove
 
 _OR: /or\b/i
@@ -98,7 +105,8 @@ _TRUE: /true\b/i
 _FALSE: /false\b/i
 _SET: /set\b/i
 _REMOVE: /remove\b/i
-COMPARE: "<>" | "!=" | ">=" | "<=" | "=" | ">" | "<"
+_EQUAL: "="
+COMPARE: "<>" | "!=" | ">=" | "<=" | ">" | "<"
 ADDOP: "+" | "-"
 MULOP: "*" | "/" | "%"
 DECIMAL.2: /(\d+\.\d*|\.\d+)([eE][+-]?\d+)?|\d+[eE][+-]?\d+/
@@ -224,7 +232,7 @@ class _Build(Transformer[Token, Any]):
 
     def int_(self, token: Token) -> Literal:
         value = int(token)
-        if value > 2**63 - 1:
+        if value > _INT_MAX:
             raise _RuleError(f"integer {token} does not fit in 64 bits", token)
         return Literal(value)
 
@@ -251,6 +259,8 @@ class _Build(Transformer[Token, Any]):
         if not isinstance(value, (int, float, str, bool)) and value is not None:
             raise _RuleError(f"parameter {token} is a {type(value).__name__}; "
                              "allowed: string, int, float, bool", token)
+        if isinstance(value, int) and not _INT_MIN <= value <= _INT_MAX:  # as a literal
+            raise _RuleError(f"parameter {token} = {value} does not fit in 64 bits", token)
         return Literal(value)
 
     def name(self, token: Token) -> Token:
@@ -282,8 +292,8 @@ class _Build(Transformer[Token, Any]):
 
     def unary(self, op: Token, operand: Node) -> Node:
         if op == "-" and isinstance(operand, Literal) and isinstance(operand.value, (int, float)) \
-                and not isinstance(operand.value, bool):
-            return Literal(-operand.value)
+                and not isinstance(operand.value, bool) and operand.value != _INT_MIN:
+            return Literal(-operand.value)  # -(-2**63) would leave 64 bits: unknown, as Unary
         return Unary(str(op), operand)
 
     def binary(self, left: Node, op: Token, right: Node) -> Binary:
@@ -291,6 +301,9 @@ class _Build(Transformer[Token, Any]):
 
     def compare(self, left: Node, op: Token, right: Node) -> Binary:
         return Binary(str(op), left, right)
+
+    def equal(self, left: Node, right: Node) -> Binary:
+        return Binary("=", left, right)
 
     def or_(self, left: Node, right: Node) -> Logical:
         return Logical("or", left, right)
@@ -351,6 +364,16 @@ def _parser(start: str) -> Lark:
     return Lark(_GRAMMAR, start=start, parser="lalr", maybe_placeholders=True)
 
 
+def _nesting(tree: Tree[Token]) -> int:
+    """The depth of a parse tree, measured without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
+    return deepest
+
+
 def _refuse(kind: str, text: str, message: str, line: int | None, column: int | None
             ) -> InvalidOperationError:
     where = f" at line {line}, column {column}" if line is not None else ""
@@ -365,6 +388,8 @@ def _parse(kind: str, start: str, text: object, parameters: dict[str, Any] | Non
                                     f"{MAX_EXPRESSION_LENGTH} (S15.4)")
     try:
         tree = _parser(start).parse(text)
+        if _nesting(tree) > MAX_NESTING:
+            raise _refuse(kind, text, f"nested more than {MAX_NESTING} levels deep", None, None)
         return _Build(parameters or {}).transform(tree)
     except UnexpectedCharacters as exc:
         raise _refuse(kind, text, f"unexpected character {text[exc.pos_in_stream or 0]!r}",

@@ -94,9 +94,13 @@ def _boolean(v: Value) -> str:
 def _compare(op: str, a: Value, b: Value) -> str:
     """A boolean expression, NULL when unknown (different kinds, unknown operands)."""
     sql = _SQL_OPS[op]
+    # Spark orders NaN above every double and equal to itself; S15.5 follows IEEE (as C# and
+    # core.rule_eval): NaN is only ever unequal.
+    nan = f"isnan({a.part('d')}) OR isnan({b.part('d')})"
     cases = [f"WHEN {a.k} = 'int' AND {b.k} = 'int' THEN {a.part('i')} {sql} {b.part('i')}",
              f"WHEN {a.k} IN {_NUMBERS} AND {b.k} IN {_NUMBERS} "
-             f"THEN {a.part('d')} {sql} {b.part('d')}",
+             f"THEN CASE WHEN {nan} THEN {'true' if sql == '<>' else 'false'} "
+             f"ELSE {a.part('d')} {sql} {b.part('d')} END",
              f"WHEN {a.k} = 'string' AND {b.k} = 'string' THEN {a.part('s')} {sql} {b.part('s')}"]
     if sql in ("=", "<>"):
         cases.append(f"WHEN {a.k} = 'bool' AND {b.k} = 'bool' "

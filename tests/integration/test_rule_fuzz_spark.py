@@ -9,6 +9,7 @@ job per attempt would take minutes); the failure lists the smallest disagreement
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeVar
 
 import pytest
@@ -19,6 +20,8 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType, 
 from rule_fuzz import (
     ARITH_OPS,
     COMPARE_OPS,
+    INT_MAX,
+    INT_MIN,
     SYSTEM_FIELDS,
     close_pairs,
     edge_values,
@@ -28,17 +31,19 @@ from rule_fuzz import (
 )
 
 from sbqueue.core.rule_eval import evaluate, message_view
-from sbqueue.core.rule_syntax import Not, parse_filter
+from sbqueue.core.rule_syntax import MAX_NESTING, Not, parse_filter
 from sbqueue.engine.rule_columns import RulePlan, with_props
+from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.variant import encode_object
 
 pytestmark = pytest.mark.spark
 
 T = TypeVar("T")
 
-# Filters over properties a and b, for the rows drawn as close pairs.
-OPERATOR_FILTERS = [f"a {op} b" for op in (*COMPARE_OPS, *ARITH_OPS)] + [
-    f"(a {op} b) IS NULL" for op in ARITH_OPS] + [
+# Filters over properties a and b, for the rows drawn as close pairs; an arithmetic result
+# is seen through a comparison (a value alone as a filter is unknown either way).
+OPERATOR_FILTERS = [f"a {op} b" for op in COMPARE_OPS] + [
+    f"a {op} b >= a" for op in ARITH_OPS] + [f"(a {op} b) IS NULL" for op in ARITH_OPS] + [
     "-a = -b", "+a = b", "-a IS NULL", "+a IS NULL", "a IN (b, 1)", "a NOT IN (b)",
     "a LIKE 'a'", "a LIKE '_'", "a LIKE 'a_'", "a LIKE '%'", "a LIKE ''", "a LIKE 'Red'",
     "a NOT LIKE 'a%'", "a LIKE '50!%' ESCAPE '!'"]
@@ -58,9 +63,15 @@ def _draw(strategy: st.SearchStrategy[T], count: int) -> list[T]:
     return drawn
 
 
+# Pairs every run has, whatever is drawn.
+EDGE_PAIRS = [(math.nan, math.nan), (math.nan, 1), (1.5, math.nan), (math.inf, 1),
+              (-math.inf, math.inf), (2**53 + 1, 2.0**53), (INT_MAX, 1), (INT_MIN, -1),
+              (-0.0, 0.0), ("a\r", "a"), ("a\u2028", "a"), ("\x85", ""), ("a\n", "a")]
+
+
 def _messages() -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
     drawn = _draw(st.tuples(system_fields, st.none() | user_properties(edge_values)), 25)
-    pairs = _draw(close_pairs, 60)
+    pairs = EDGE_PAIRS + _draw(close_pairs, 50)
     return drawn + [({}, {"a": a, "b": b}) for a, b in pairs]
 
 
@@ -74,11 +85,11 @@ def _truth(value: Any) -> bool | None:
 
 
 def test_s15_5_spark_and_python_agree_on_drawn_filters(spark, spark_jobs) -> None:
-    """S15.4, S15.5: ~100 filters (80 drawn, the rest one operator each on edge values) on
-    ~85 messages: ~8,000 (filter, message) pairs, each true, false or unknown alike in
-    Spark and in Python. Unknown is told from false as Spark sees it: neither the filter
-    nor its NOT matches."""
-    cases = [(c.text, c.parameters) for c in _draw(filters(max_depth=3), 80)]
+    """S15.4, S15.5: ~65 filters (35 drawn, 31 of one operator each) on ~90 messages (25
+    drawn, the rest pairs of edge values in properties a and b): ~6,000 (filter, message)
+    pairs, each true, false or unknown alike in Spark and in Python. Unknown is told from
+    false as Spark sees it: neither the filter nor its NOT matches."""
+    cases = [(c.text, c.parameters) for c in _draw(filters(max_depth=3), 35)]
     cases += [(text, {}) for text in OPERATOR_FILTERS]
     trees = [parse_filter(text, parameters) for text, parameters in cases]
     messages = _messages()
@@ -117,3 +128,22 @@ def test_s15_5_spark_and_python_agree_on_drawn_filters(spark, spark_jobs) -> Non
     assert not disagreements, f"{len(disagreements)} disagreements, smallest first:\n" + "\n".join(
         f"{text!r} {parameters} on {fields} {props}: Python {py}, Spark {sp}"
         for _, text, parameters, fields, props, py, sp in sorted(disagreements, key=_size)[:12])
+
+
+@pytest.mark.parametrize("unit", ["-", "NOT ", "+1+", "a = 1 OR "])
+def test_s15_7_the_deepest_filter_accepted_compiles(spark, unit: str) -> None:
+    """S15.7: a filter nested as deep as the parser accepts (MAX_NESTING) also compiles to
+    Spark columns and evaluates in Python: the depth limit keeps every recursion of the
+    three within Python's limit (no Spark job is run)."""
+    n = min(1024 // len(unit), MAX_NESTING + 5)
+    while True:  # the deepest of this shape the parser takes
+        text = unit * n + "x"
+        try:
+            tree = parse_filter(text)
+            break
+        except InvalidOperationError as exc:
+            assert f"nested more than {MAX_NESTING}" in str(exc) or "at most" in str(exc)
+            n -= 1
+    assert n >= MAX_NESTING // 2  # the limit, not some other error, stopped the longer ones
+    RulePlan().filter_column(tree)
+    evaluate(tree, message_view({}, {"x": 1}))
