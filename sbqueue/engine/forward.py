@@ -134,7 +134,7 @@ class Forwarder:
         the receive path (as many as the window claim left to it); None: nothing to move."""
         limit = self.batch
         if source == Source.MAIN:
-            got = self._claim_windows(token)
+            got = self._claim_windows()
             if got is not None and got.windows:
                 return self._move_windows(got.windows, resumed=False)
             if got is not None:
@@ -149,7 +149,7 @@ class Forwarder:
         """Finish the batches killed steps left (their lease ran out)."""
         self.source._reload()
         result = ForwardResult()
-        windows = forward_window.leftover_windows(self.source, utcnow()) or {}
+        windows = forward_window.leftover_windows(self.source, utcnow())
         for _, found in sorted(windows.items()):
             result = result.add(self._move_windows(found, resumed=True))
         for token in self._leftovers():
@@ -188,10 +188,12 @@ class Forwarder:
         retry_conflicts(claim, what=f"resubmit claim at {dead.path}")
 
     # -- 1. claim ----------------------------------------------------------------------------
-    def _claim_windows(self, token: str) -> forward_window.Claim | None:
+    def _claim_windows(self) -> forward_window.Claim | None:
         """Windows of the main queue's inbox head, claimed on the driver; None where the
         receive path claims (not decidable here, or a destination that is missing or
-        disabled: that path transfer-dead-letters message by message)."""
+        disabled: that path transfer-dead-letters message by message). Each attempt draws
+        its own token: windows an attempt committed before an error reported as a conflict
+        are another batch (finished by a later step), never written under this one's."""
         entity = self.source
         if entity.props.status in (EntityStatus.DISABLED, EntityStatus.RECEIVE_DISABLED):
             return forward_window.Claim([], 0)  # a disabled source holds its messages (S16.1)
@@ -202,8 +204,11 @@ class Forwarder:
         fenced = self.namespace.catalog.fenced(entity.props.entity_id)  # S14.2
         available = [p for p in range(entity.partitions) if p not in fenced]
 
+        if not available:
+            return forward_window.Claim([], 0)  # every partition unavailable (S14.2)
+
         def attempt() -> forward_window.Claim | None:
-            now = utcnow()
+            now, token = utcnow(), batch_token(Source.MAIN)
             ctx = replace(entity.make_attempt(available, 0, 0, peek_lock=True).ctx, now=now,
                           transfer_token=token, locked_until=now + entity.props.lock_duration)
             return forward_window.claim(entity, token, self.batch, ctx, available)
@@ -325,11 +330,11 @@ class Forwarder:
         where both tables are local and the destination a queue (no Spark job), else one
         Spark append with ``txnAppId``."""
         send_id = FORWARD_SEND_PREFIX + token
+        if resumed and self._written(destination, token):
+            return  # before any check of the destination: what is written is released
         rows = forward_window.window_messages(self.source, windows)
         self.crash("writing")
         if rows is not None and destination.send_forwarded(rows, send_id):
-            return
-        if resumed and self._written(destination, token):
             return
         destination.send_dataframe(
             _outgoing(forward_window.window_rows(self.source, windows), True),
@@ -355,9 +360,14 @@ class Forwarder:
             return None
 
     def _written(self, destination: Entity | Topic, token: str) -> bool:
-        """Whether a resumed batch reached its destination before its step died (its rows
-        carry the batch's send id; statistics on ``send_id`` skip the other files)."""
-        return destination.inbox.of_send(FORWARD_SEND_PREFIX + token).limit(1).count() > 0
+        """Whether a resumed batch reached its destination before its step died: its
+        append's ``txn`` in the destination's log (read on the driver), else its rows by
+        their send id (statistics on ``send_id`` skip the other files; this also holds
+        after Delta dropped an old ``txn``)."""
+        send_id = FORWARD_SEND_PREFIX + token
+        if destination.inbox.holds_transaction(send_id):
+            return True
+        return destination.inbox.of_send(send_id).limit(1).count() > 0
 
     def _release(self, token: str, reasons: dict[int, str | None], target: str | None) -> None:
         wanted = [(seq, token, why, None if why is None else
@@ -376,7 +386,7 @@ def _outgoing(rows: DataFrame, hop: bool) -> DataFrame:
         "body", "message_id", "session_id", "partition_key", "correlation_id", "subject",
         "content_type", "to", "reply_to", "reply_to_session_id", "scheduled_enqueue_time_utc",
         "application_properties", "size_in_bytes",
-        (F.col("time_to_live_ms") / 1000.0).alias("time_to_live"),
+        "time_to_live_ms",
         F.coalesce(F.nullif(F.col("enqueued_sequence_number"), F.lit(0)),
                    F.col("sequence_number")).alias("enqueued_sequence_number"),
         (F.coalesce(F.col("hop_count"), F.lit(0)) + int(hop)).alias("hop_count"))

@@ -333,14 +333,16 @@ def release(source: Entity, windows: list[ForwardWindow],
                              [Lane.TRANSFER, Lane.TRANSFER_DEAD_LETTER])
 
 
-def leftover_windows(source: Entity, now: datetime) -> dict[str, list[ForwardWindow]] | None:
-    """The windows whose lease ran out (their step died), by token; None where the ledger
-    cannot be read here."""
+def leftover_windows(source: Entity, now: datetime) -> dict[str, list[ForwardWindow]]:
+    """The windows whose lease ran out (their step died), by token: read on the driver
+    where it can be, else with Spark."""
     found = source.ledger.scan_here(
         {"lane": [Lane.TRANSFER]}, LEDGER_COLUMNS,
         lambda r: r["row_type"] == WINDOW and r["locked_until_utc"] <= now)
     if found is None:
-        return None
+        found = [r.asDict() for r in source.ledger.rows(
+            (F.col("lane") == Lane.TRANSFER) & (F.col("row_type") == WINDOW)
+            & (F.col("locked_until_utc") <= F.lit(now).cast("timestamp"))).collect()]
     out: dict[str, list[ForwardWindow]] = {}
     for row in found:
         window = ForwardWindow.of_row(row)

@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_SCHEMA
+from sbqueue.store import driver
 from sbqueue.store.delta import Table
 from sbqueue.store.documents import local_path
 from sbqueue.store.tracked import Unsupported, append_tracked, arrow_schema
@@ -65,6 +66,17 @@ class Inbox(Table):
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
             log.debug("driver append fell back to Spark: %r", exc)
             return None
+
+    def holds_transaction(self, app_id: str) -> bool:
+        """Whether a commit carrying Delta's ``txn`` of ``app_id`` is in the log (read on
+        the driver; False where it cannot be told here)."""
+        if not self.commits_here():
+            return False
+        try:
+            return driver.latest(self.path).transaction_version(app_id) is not None
+        except (OSError, ValueError, DeltaError) as exc:
+            log.debug("transaction lookup fell back: %r", exc)
+            return False
 
     def of_send(self, send_id: str) -> DataFrame:
         """The rows one send appended."""

@@ -48,7 +48,8 @@ SETTABLE = frozenset({*STRING_PROPERTIES, "body", "time_to_live", "scheduled_enq
                       "application_properties"})
 # Set only by a forwarding step, which carries them from the source (S3.3, S13.2, S13.3),
 # with the size the source measured (the same message, checked when first sent).
-CARRIED = frozenset({"enqueued_sequence_number", "hop_count", "size_in_bytes"})
+CARRIED = frozenset({"enqueued_sequence_number", "hop_count", "size_in_bytes",
+                     "time_to_live_ms"})
 _MARK = "sbqueue-invalid "
 
 
@@ -217,7 +218,9 @@ def _message_columns(df: DataFrame, props: QueueProperties | TopicProperties) ->
         cols["application_properties"] = _as_variant(
             F.col("application_properties"), df.schema["application_properties"].dataType)
     ttl_ms = F.lit(None).cast(LongType())
-    if "time_to_live" in df.columns:
+    if "time_to_live_ms" in df.columns:  # carried by a forward: exact, no float seconds
+        ttl_ms = F.col("time_to_live_ms").cast(LongType())
+    elif "time_to_live" in df.columns:
         ttl = F.col("time_to_live")
         ttl_ms = ((F.unix_micros(F.timestamp_seconds(F.lit(0)) + ttl) / 1000).cast(LongType())
                   if isinstance(df.schema["time_to_live"].dataType, DayTimeIntervalType)

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
+from sbqueue.core.properties import EntityStatus
 from sbqueue.core.subqueues import TRANSFER_VIEW_NAME
 from sbqueue.engine.forward import Forwarder
 from sbqueue.engine.maintain import Maintainer
@@ -90,8 +91,11 @@ def test_s13_4_a_window_written_then_killed_is_not_written_twice(
     with pytest.raises(Stopped):
         Forwarder(admin.namespace, "twice-src", crash=_stop_after("written")).step()
     assert admin.namespace.entity("twice-dest").counts()["total"] == 6
+    # the destination now refuses sends: what was written is released, not dead-lettered
+    admin.update_queue(admin.get_queue("twice-dest"), status=EntityStatus.SEND_DISABLED)
     clock.advance(LEASE)
-    assert Forwarder(admin.namespace, "twice-src").step().resumed == 1
+    result = Forwarder(admin.namespace, "twice-src").step()
+    assert (result.resumed, result.forwarded, result.transfer_dead_lettered) == (1, 6, 0)
     ids = [r["message_id"] for r in _view(admin, "twice-dest")]
     assert sorted(ids) == [f"t{i}" for i in range(6)]
     assert admin.namespace.entity("twice-src").counts()["total"] == 0
