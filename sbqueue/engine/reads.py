@@ -18,7 +18,7 @@ from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import sequence_sql
 from sbqueue.core.subqueues import TRANSFER_VIEW_NAME, SubQueue, view_name_sql
-from sbqueue.core.transitions import RECORD_AT, SESSIONLESS_REASON, completed_by_record
+from sbqueue.core.transitions import RECORD_AT, SESSIONLESS_REASON, Lane, completed_by_record
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
@@ -75,7 +75,7 @@ def _accepted(dedupe: timedelta | None, target: str | None) -> str:
 
 def messages_sql(inbox: Inbox, ledger: Ledger, internal: bool = False,
                  dedupe: timedelta | None = None, target: str | None = None,
-                 now: datetime | None = None) -> str:
+                 now: datetime | None = None, windows: bool = True) -> str:
     """The SELECT of an entity's messages: every sub-queue, with ``sub_queue`` Main,
     DeadLetter or TransferDeadLetter, ``state`` Active, Deferred or Scheduled. ``internal``
     adds the send id and batch index (the client finds a send's sequence numbers by them).
@@ -83,7 +83,8 @@ def messages_sql(inbox: Inbox, ledger: Ledger, internal: bool = False,
     duplicates are not messages and get no sequence number (S11.2, S3.1). ``target``: a
     subscription's entity id (its copies in its topic's inbox). ``now``: the time a
     schedule is due by (``core.clock``); a view leaves it out and reads the time of each
-    query.
+    query. ``windows``: include the messages of forwarding windows (decision 017); a
+    caller that knows the ledger holds none leaves them out (three Spark jobs fewer).
     """
     due = "current_timestamp()" if now is None else f"TIMESTAMP'{now.isoformat()}'"
     extra = ", {p}send_id AS _send_id, {p}batch_index AS _batch_index" if internal else ""
@@ -93,6 +94,7 @@ def messages_sql(inbox: Inbox, ledger: Ledger, internal: bool = False,
     # S10.1: a copy marked at fan-out is in the dead-letter queue before any cursor passes.
     dead = "FALSE" if target is None else f"array_contains(targets, '{dead_letter_mark(target)}')"
     inbox_fields = ", ".join(f"i.{_q(f)}" for f in _FIELDS) + extra.format(p="i.")
+    window_ctes, window_branch = _window_parts(ledger, fields) if windows else ("", "")
     return f"""SELECT * FROM (
 WITH sent AS (
   SELECT *, {COMMIT_VERSION} AS _v FROM {inbox.sql_name} WHERE {owned_rows_sql(target)}
@@ -117,22 +119,7 @@ numbered AS (
 ),
 pending AS (  -- a transaction's rows are messages once it committed (S12.2)
   SELECT * FROM numbered WHERE NOT {_TX} OR send_id IN (SELECT send_id FROM committed)
-),
-windows AS (  -- forwarding windows (decision 017): rows passed, not yet written
-  SELECT partition_id AS w_partition, cursor_version AS w_from_v, cursor_index AS w_from_i,
-         segment AS w_to_v, batch_index AS w_to_i, last_counter AS w_counter,
-         lock_token AS w_token, locked_until_utc AS w_until
-  FROM {ledger.sql_name} WHERE row_type = '{WINDOW}'
-),
-in_windows AS (
-  SELECT i.*, {sequence_sql("i.partition_id", "w.w_counter")}
-         + row_number() OVER (PARTITION BY w.w_partition, w.w_counter
-                              ORDER BY i._v, i.batch_index) AS sequence_number,
-         w.w_token, w.w_until
-  FROM inbox i JOIN windows w ON i.partition_id = w.w_partition
-   AND (i._v > w.w_from_v OR (i._v = w.w_from_v AND i.batch_index > w.w_from_i))
-   AND (i._v < w.w_to_v OR (i._v = w.w_to_v AND i.batch_index <= w.w_to_i))
-)
+){window_ctes}
 SELECT sequence_number, partition_id, {fields},
        CASE WHEN {dead} THEN 'Active'
             WHEN scheduled_enqueue_time_utc > {due} THEN 'Scheduled'
@@ -145,14 +132,7 @@ SELECT sequence_number, partition_id, {fields},
        CAST(NULL AS STRING) AS dead_letter_error_description,
        CAST(NULL AS STRING) AS dead_letter_source
 FROM pending
-UNION ALL
-SELECT sequence_number, partition_id, {fields}, 'Active' AS state,
-       '{TRANSFER_VIEW_NAME}' AS sub_queue, 0 AS delivery_count, w_token AS lock_token,
-       w_until AS locked_until_utc, CAST(NULL AS STRING) AS dead_letter_reason,
-       CAST(NULL AS STRING) AS dead_letter_error_description,
-       CAST(NULL AS STRING) AS dead_letter_source
-FROM in_windows
-UNION ALL
+{window_branch}UNION ALL
 SELECT m.sequence_number, m.partition_id, {inbox_fields},
        -- a schedule passed by a cursor is due by the clock, not at the next receive (S8.4)
        CASE WHEN m.state = 'Scheduled' AND NOT i.scheduled_enqueue_time_utc > {due}
@@ -171,10 +151,49 @@ WHERE m.row_type = 'm'
 """
 
 
+def _window_parts(ledger: Ledger, fields: str) -> tuple[str, str]:
+    """The view's CTEs and UNION branch for the messages of forwarding windows (decision
+    017): passed by the cursor, not yet written, shown in Transfer under the step's token,
+    numbered from the window's start as the step numbers them."""
+    ctes = f""",
+windows AS (
+  SELECT partition_id AS w_partition, cursor_version AS w_from_v, cursor_index AS w_from_i,
+         segment AS w_to_v, batch_index AS w_to_i, last_counter AS w_counter,
+         lock_token AS w_token, locked_until_utc AS w_until
+  FROM {ledger.sql_name} WHERE row_type = '{WINDOW}'
+),
+in_windows AS (
+  SELECT i.*, {sequence_sql("i.partition_id", "w.w_counter")}
+         + row_number() OVER (PARTITION BY w.w_partition, w.w_counter
+                              ORDER BY i._v, i.batch_index) AS sequence_number,
+         w.w_token, w.w_until
+  FROM inbox i JOIN windows w ON i.partition_id = w.w_partition
+   AND (i._v > w.w_from_v OR (i._v = w.w_from_v AND i.batch_index > w.w_from_i))
+   AND (i._v < w.w_to_v OR (i._v = w.w_to_v AND i.batch_index <= w.w_to_i))
+)"""
+    branch = f"""UNION ALL
+SELECT sequence_number, partition_id, {fields}, 'Active' AS state,
+       '{TRANSFER_VIEW_NAME}' AS sub_queue, 0 AS delivery_count, w_token AS lock_token,
+       w_until AS locked_until_utc, CAST(NULL AS STRING) AS dead_letter_reason,
+       CAST(NULL AS STRING) AS dead_letter_error_description,
+       CAST(NULL AS STRING) AS dead_letter_source
+FROM in_windows
+"""
+    return ctes, branch
+
+
 def messages(inbox: Inbox, ledger: Ledger, internal: bool = False,
              dedupe: timedelta | None = None, target: str | None = None) -> DataFrame:
-    """Every message of the entity, as its Spark SQL view shows it at the clock's now."""
-    return ledger.spark.sql(messages_sql(inbox, ledger, internal, dedupe, target, utcnow()))
+    """Every message of the entity, as its Spark SQL view shows it at the clock's now (the
+    windows' part only where the ledger may hold a window: read on the driver)."""
+    return ledger.spark.sql(messages_sql(inbox, ledger, internal, dedupe, target, utcnow(),
+                                         windows=_may_hold_windows(ledger)))
+
+
+def _may_hold_windows(ledger: Ledger) -> bool:
+    found = ledger.scan_here({"lane": [Lane.TRANSFER]}, ["row_type"],
+                             lambda r: r["row_type"] == WINDOW)
+    return found is None or bool(found)
 
 
 def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
