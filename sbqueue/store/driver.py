@@ -218,17 +218,24 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
         return None
     if up_to_version <= after_version:
         return []
-    if not (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists():
+    if not _feed_holds(path, after_version):
         return None  # the log no longer holds those commits: Spark reads by row tracking
 
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
+    return _or_none(lambda: _first(_changes(path, after_version, up_to_version, wanted),
+                                   wanted, keep, order, limit))
 
-    def read() -> list[Row] | None:
-        stream = pa.RecordBatchReader.from_stream(latest(path).load_cdf(
-            starting_version=after_version + 1, ending_version=up_to_version,
-            columns=wanted))
-        return _first(stream, wanted, keep, order, limit)
-    return _or_none(read)
+
+def _feed_holds(path: str, after_version: int) -> bool:
+    """Whether the log still holds the commit after ``after_version`` (its change feed)."""
+    return (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists()
+
+
+def _changes(path: str, after_version: int, up_to_version: int, wanted: list[str]
+             ) -> pa.RecordBatchReader:
+    """The change feed of versions (after_version, up_to_version], ``wanted`` columns."""
+    return pa.RecordBatchReader.from_stream(latest(path).load_cdf(
+        starting_version=after_version + 1, ending_version=up_to_version, columns=wanted))
 
 
 def appended_table(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
@@ -236,16 +243,13 @@ def appended_table(path: str, after_version: int, up_to_version: int, columns: S
     """The rows appended in versions (after_version, up_to_version] as one Arrow table with
     ``_commit_version``, for a decision made with Arrow compute over many rows (a
     forwarding window); None when it cannot be read here or holds more than ``cap`` rows."""
-    if not enabled(path) or up_to_version <= after_version:
-        return None
-    if not (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists():
+    if not enabled(path) or up_to_version <= after_version or not _feed_holds(
+            path, after_version):
         return None
     wanted = list(dict.fromkeys([*columns, "_change_type", "_commit_version"]))
 
     def read() -> pa.Table | None:
-        stream = pa.RecordBatchReader.from_stream(latest(path).load_cdf(
-            starting_version=after_version + 1, ending_version=up_to_version,
-            columns=wanted))
+        stream = _changes(path, after_version, up_to_version, wanted)
         schema = pa.schema([stream.schema.field(c) for c in wanted])
         batches, seen = [], 0
         for batch in stream:

@@ -33,6 +33,16 @@ def _stop_after(point: str):  # type: ignore[no-untyped-def]
     return hook
 
 
+def _forwarding(admin, spark, root: str, name: str,  # type: ignore[no-untyped-def]
+                messages: list[ServiceBusMessage]) -> None:
+    """Queue ``name`` forwarding to ``name``-dest (a lease of LEASE), holding ``messages``."""
+    admin.create_queue(f"{name}-dest", enable_partitioning=True)
+    admin.create_queue(name, enable_partitioning=True, forward_to=f"{name}-dest",
+                       lock_duration=LEASE)
+    with ServiceBusClient(root, spark=spark) as client:
+        client.get_queue_sender(name).send_messages(messages)
+
+
 def _view(admin: object, path: str) -> list[dict[str, object]]:
     view = admin.namespace.entity(path).messages()  # type: ignore[attr-defined]
     return [r.asDict() for r in view.orderBy("sequence_number").collect()]
@@ -41,13 +51,9 @@ def _view(admin: object, path: str) -> list[dict[str, object]]:
 @pytest.mark.slow
 def test_s13_4_a_window_left_by_a_dead_step_is_shown_kept_and_finished(
         clock, admin, spark, namespace_root) -> None:
-    admin.create_queue("win-dest", enable_partitioning=True)
-    admin.create_queue("win-src", enable_partitioning=True, forward_to="win-dest",
-                       lock_duration=LEASE)
-    with ServiceBusClient(namespace_root, spark=spark) as client:
-        client.get_queue_sender("win-src").send_messages(
-            [ServiceBusMessage(f"b{i}", message_id=f"w{i}", partition_key=f"k{i % 3}")
-             for i in range(12)])
+    _forwarding(admin, spark, namespace_root, "win-src",
+                [ServiceBusMessage(f"b{i}", message_id=f"w{i}", partition_key=f"k{i % 3}")
+                 for i in range(12)])
     before = {r["message_id"]: r["sequence_number"] for r in _view(admin, "win-src")}
 
     with pytest.raises(Stopped):
@@ -59,7 +65,7 @@ def test_s13_4_a_window_left_by_a_dead_step_is_shown_kept_and_finished(
     assert {r["sub_queue"] for r in claimed} == {TRANSFER_VIEW_NAME}
     assert len({r["lock_token"] for r in claimed}) == 1
     assert admin.get_queue_runtime_properties("win-src").transfer_message_count == 12
-    assert admin.namespace.entity("win-dest").counts()["total"] == 0
+    assert admin.namespace.entity("win-src-dest").counts()["total"] == 0
     # hours on, maintenance may drop what every cursor passed: not a window's rows
     later = datetime.now(timezone.utc) + timedelta(hours=3)
     Maintainer(admin.namespace, now=later, vacuum=False).run(["win-src"])
@@ -72,7 +78,7 @@ def test_s13_4_a_window_left_by_a_dead_step_is_shown_kept_and_finished(
 
     assert (result.forwarded, result.resumed) == (12, 1)
     assert admin.namespace.entity("win-src").counts()["total"] == 0
-    moved = _view(admin, "win-dest")
+    moved = _view(admin, "win-src-dest")
     assert sorted(r["message_id"] for r in moved) == sorted(before)  # each exactly once
     for row in moved:
         assert row["enqueued_sequence_number"] == before[row["message_id"]]  # S3.3
@@ -82,21 +88,17 @@ def test_s13_4_a_window_left_by_a_dead_step_is_shown_kept_and_finished(
 @pytest.mark.slow
 def test_s13_4_a_window_written_then_killed_is_not_written_twice(
         clock, admin, spark, namespace_root) -> None:
-    admin.create_queue("twice-dest", enable_partitioning=True)
-    admin.create_queue("twice-src", enable_partitioning=True, forward_to="twice-dest",
-                       lock_duration=LEASE)
-    with ServiceBusClient(namespace_root, spark=spark) as client:
-        client.get_queue_sender("twice-src").send_messages(
-            [ServiceBusMessage(f"b{i}", message_id=f"t{i}") for i in range(6)])
+    _forwarding(admin, spark, namespace_root, "twice-src",
+                [ServiceBusMessage(f"b{i}", message_id=f"t{i}") for i in range(6)])
     with pytest.raises(Stopped):
         Forwarder(admin.namespace, "twice-src", crash=_stop_after("written")).step()
-    assert admin.namespace.entity("twice-dest").counts()["total"] == 6
+    assert admin.namespace.entity("twice-src-dest").counts()["total"] == 6
     # the destination now refuses sends: what was written is released, not dead-lettered
-    admin.update_queue(admin.get_queue("twice-dest"), status=EntityStatus.SEND_DISABLED)
+    admin.update_queue(admin.get_queue("twice-src-dest"), status=EntityStatus.SEND_DISABLED)
     clock.advance(LEASE)
     result = Forwarder(admin.namespace, "twice-src").step()
     assert (result.resumed, result.forwarded, result.transfer_dead_lettered) == (1, 6, 0)
-    ids = [r["message_id"] for r in _view(admin, "twice-dest")]
+    ids = [r["message_id"] for r in _view(admin, "twice-src-dest")]
     assert sorted(ids) == [f"t{i}" for i in range(6)]
     assert admin.namespace.entity("twice-src").counts()["total"] == 0
 
