@@ -63,6 +63,12 @@ from sbqueue.engine.receive import (
     lock_stamp,
     with_bodies,
 )
+from sbqueue.engine.receive_range import (
+    MIN_RANGE,
+    materialize_lapsed,
+    receive_ranges,
+    settle_ranges,
+)
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.engine.send_small import SMALL, Outgoing, forwarded_rows, inbox_rows, result_of
@@ -274,6 +280,8 @@ class Entity:
     def _attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool
                  ) -> ReceiveResult:
         started = time.monotonic()
+        if self.lane == Lane.MAIN:
+            materialize_lapsed(self, partitions, utcnow())
         attempt = self.make_attempt(partitions, share, total, peek_lock)
         result = receive(self.ledger, self.inbox, attempt, self.lane)
         if result.committed:
@@ -324,10 +332,24 @@ class Entity:
         one commit); every returned row is locked and every locked row is returned (S5.4).
         A receive that finds its partitions busy returns fewer rows rather than failing.
         """
+        ranged = self._receive_ranges(max_messages, mode)
+        if ranged is not None:
+            return ranged
         result = self._receive(max_messages, mode)
         if result is None:
             return self.none()
         return with_bodies(self.inbox, self._fresh_locks(result))
+
+    def _receive_ranges(self, max_messages: int, mode: str) -> DataFrame | None:
+        """A bulk peek-lock receive of fresh messages as range locks (decision 018); None:
+        the receive path decides (few messages asked, sessions, returned messages first)."""
+        if (mode != "peek_lock" or max_messages < MIN_RANGE or self.lane != Lane.MAIN
+                or self.props.requires_session or not self.ledger.commits_here()):
+            return None
+        self.check_status("receive")
+        partitions = [p for p in range(self.partitions) if p not in self.fenced]
+        with self.board.hold(partitions):
+            return receive_ranges(self, max_messages, self._context(True), partitions)
 
     def receive_rows(self, max_messages: int, mode: str = "peek_lock") -> list[Row]:
         """``receive_dataframe`` collected (the client's receive). Small receives of the
@@ -461,6 +483,15 @@ class Entity:
             if done is not None:
                 return done
 
+        ranged = SettleResult()
+        if self.lane == Lane.MAIN and self.ledger.commits_here():
+            with self.board.hold(partitions):
+                ranged, locks = retry_conflicts(
+                    lambda: settle_ranges(self, locks, kind, utcnow()),
+                    what=f"{kind} of range locks on {self.name}")
+            if not locks:
+                return ranged
+
         def attempt() -> SettleResult:
             now = utcnow()
             ctx = SettleContext(
@@ -470,7 +501,8 @@ class Entity:
             return settle_once(self.ledger, locks, lanes, ctx)
 
         with self.board.hold(partitions):
-            return retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
+            done = retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
+        return done if not ranged.settled else replace(done, settled=done.settled + ranged.settled)
 
     def _completes(self) -> Group[tuple[int, str, datetime], SettleResult | None]:
         """The process's group commit of completion records for this entity's lane."""

@@ -52,6 +52,7 @@ from sbqueue.core.transitions import ACTIVE, Lane
 from sbqueue.engine import forward_window
 from sbqueue.engine.forward_window import ForwardWindow
 from sbqueue.engine.receive import ReceiveResult, receive_once, with_bodies
+from sbqueue.engine.receive_range import materialize_lapsed
 from sbqueue.engine.schema import LEDGER_COLUMNS, LOCATOR, ledger_row
 from sbqueue.engine.settle import Applied, apply_by_sequence
 from sbqueue.exceptions import (
@@ -225,6 +226,8 @@ class Forwarder:
             return 0  # a disabled source holds its messages (S16.1)
         fenced = self.namespace.catalog.fenced(entity.props.entity_id)  # S14.2
         available = [p for p in range(entity.partitions) if p not in fenced]
+        if source == Source.MAIN:
+            materialize_lapsed(entity, available, utcnow())  # returned messages go too
 
         def attempt() -> ReceiveResult:
             a = entity.make_attempt(available, limit, limit, peek_lock=True)

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from sbqueue.core.expr import Expr
 from sbqueue.core.forwarding import window_forwardable
 from sbqueue.core.sequence import counter_of, sequence_of
 from sbqueue.core.transitions import (
@@ -48,7 +49,6 @@ from sbqueue.engine.receive import (
     PENDING,
     WINDOW_VERSIONS,
     Cursor,
-    after_cursors,
     with_unstored,
 )
 from sbqueue.engine.receive_small import cursor_row
@@ -93,17 +93,29 @@ class ForwardWindow:
     lease_until: datetime
     claimed_at: datetime
     row_version: int = 1
+    lane: str = Lane.TRANSFER  # main: a receive's range lock (its messages delivered once)
 
     @property
     def count(self) -> int:
         return self.last_counter - self.start.counter
+
+    @property
+    def delivery_count(self) -> int:
+        """A range lock's messages were delivered once; a forwarding window's never."""
+        return 1 if self.lane == Lane.MAIN else 0
+
+    @property
+    def sequence_numbers(self) -> range:
+        return range(sequence_of(self.partition, self.start.counter + 1),
+                     sequence_of(self.partition, self.last_counter) + 1)
 
     def row(self, **change: Any) -> dict[str, Any]:
         """Its ``w`` row: keyed by the last message's sequence number; the start in the
         cursor columns (maintenance reads it as a cursor), the end in (segment,
         batch_index), the token and lease as a lock's."""
         return ledger_row(
-            partition_id=self.partition, lane=Lane.TRANSFER, row_type=WINDOW,
+            partition_id=self.partition, lane=self.lane, row_type=WINDOW,
+            delivery_count=self.delivery_count,
             sequence_number=sequence_of(self.partition, self.last_counter),
             row_version=self.row_version, cursor_version=self.start.version,
             cursor_index=self.start.position, last_counter=self.start.counter,
@@ -117,7 +129,8 @@ class ForwardWindow:
                                      int(row["cursor_index"]), int(row["last_counter"]), 0),
                    int(row["segment"]), int(row["batch_index"]),
                    counter_of(int(row["sequence_number"])), str(row["lock_token"]),
-                   row["locked_until_utc"], row["enqueued_time_utc"], int(row["row_version"]))
+                   row["locked_until_utc"], row["enqueued_time_utc"], int(row["row_version"]),
+                   str(row["lane"]))
 
 
 @dataclass(frozen=True)
@@ -131,9 +144,11 @@ class Claim:
 
 
 def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
-          partitions: list[int]) -> Claim | None:
+          partitions: list[int], lane: str = Lane.TRANSFER) -> Claim | None:
     """Claim windows of at most ``limit`` messages over ``partitions`` in one driver
-    commit; None where this cannot be decided on the driver (the receive path claims)."""
+    commit; None where this cannot be decided on the driver (the receive path claims).
+    ``lane``: transfer for a forwarding step (leased until ``ctx.locked_until``), main for
+    a receive's range lock (locked until then)."""
     ledger = source.ledger
     if not ledger.commits_here() or source.dedupe is not None or source.props.requires_session:
         return None
@@ -143,10 +158,11 @@ def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
             lambda r: r["row_type"] != "m" or _returned(r, ctx))
         if marks is None:
             return None
-        returned = sum(1 for r in marks if r["row_type"] == "m")
+        returned = sum(1 for r in marks if r["row_type"] == "m" or (
+            r["row_type"] == WINDOW and r["locked_until_utc"] <= ctx.now))
         if returned:
             return Claim([], min(returned, limit))
-        got = _claim_head(source, token, limit, ctx, partitions, marks)
+        got = _claim_head(source, token, limit, ctx, partitions, marks, lane)
         if got is None or got.windows or not got.moved:
             return None if got is None else Claim(got.windows, got.for_receive)
         # only idle cursors moved (a read window of commits held none of their rows): the
@@ -161,7 +177,8 @@ class _Head:
 
 
 def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
-                partitions: list[int], marks: list[dict[str, Any]]) -> _Head | None:
+                partitions: list[int], marks: list[dict[str, Any]], lane: str
+                ) -> _Head | None:
     """Decide and commit windows over the head read after the cursors in ``marks``; a
     cursor with none of its rows among the commits read moves past them (as a receive's
     ``_cursor_moves``), so that an idle partition does not hold the next read back."""
@@ -178,7 +195,8 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     if head is None:
         return None
     head = _after(head, cursors, source.target)
-    windows, stopped = _windows(head, cursors, committed, ctx, limit, token)
+    rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
+    windows, stopped = _windows(head, cursors, committed, ctx, limit, token, rule, lane)
     busy = set(head.column("partition_id").to_pylist())
     idle = [c for c in cursors if end < latest and c.partition not in busy
             and (c.version, c.position) < (end, MAX_INDEX)]
@@ -187,7 +205,7 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     moves += [cursor_row(c.partition, end, MAX_INDEX, c.counter, c.p_version) for c in idle]
     adds = [w.row(**{EXPECT_COLUMN: None, OP_COLUMN: "upsert"}) for w in windows]
     if moves:
-        ledger_lanes = [Lane.MAIN, Lane.TRANSFER] if windows else [Lane.MAIN]
+        ledger_lanes = sorted({Lane.MAIN, lane})
         source.ledger.merge_rows(moves + adds, sorted({int(m["partition_id"]) for m in moves}),
                                  ledger_lanes)
     return _Head(windows, limit if stopped and not windows else 0, bool(moves))
@@ -231,7 +249,7 @@ def _past(head: pa.Table, cursors: list[Cursor]) -> pa.ChunkedArray:
 
 
 def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
-             ctx: ReceiveContext, limit: int, token: str
+             ctx: ReceiveContext, limit: int, token: str, rule: Expr, lane: str
              ) -> tuple[list[ForwardWindow], bool]:
     """Each partition's window (its head up to the first row a window may not take, at
     most ``limit`` rows in all, earliest commits first), and whether a window stopped at a
@@ -241,7 +259,7 @@ def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
         "delivery_count", pa.array([0] * n, pa.int32())).append_column(
         "locked_until_utc", pa.nulls(n, pa.timestamp("us", tz="UTC"))).append_column(
         RECORD_AT, pa.nulls(n, pa.timestamp("us", tz="UTC")))
-    ok = arrow_values(fresh, window_forwardable(ctx)).fill_null(False).to_pylist()
+    ok = arrow_values(fresh, rule).fill_null(False).to_pylist()
     sends = head.column("send_id").to_pylist()
     enqueued = head.column("enqueued_time_utc").to_pylist()
     parts = head.column("partition_id").to_pylist()
@@ -268,30 +286,50 @@ def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
         ends[p] = (versions[k], indexes[k], count)
         taken += 1
     lease = ctx.locked_until
-    return [ForwardWindow(p, by_partition[p], v, i, counter, token, lease, ctx.now)
+    return [ForwardWindow(p, by_partition[p], v, i, counter, token, lease, ctx.now, 1, lane)
             for p, (v, i, counter) in sorted(ends.items())], stopped
 
 
 def window_messages(source: Entity, windows: list[ForwardWindow]
                     ) -> list[dict[str, Any]] | None:
     """The windows' messages, whole, each with the sequence number its window gave it,
-    read on the driver (delta-rs, no Spark job); None where they cannot be read here."""
+    read on the driver (delta-rs, no Spark job); None where they cannot be read here.
+    A partition may hold several windows (range locks of several receives)."""
     after = min(w.start.version for w in windows) - 1
     up_to = max(w.end_version for w in windows)
     table = source.inbox.appended_table_here(after, up_to, _INBOX_COLUMNS, READ_CAP)
     if table is None:
         return None
-    ends = [Cursor(w.partition, w.end_version, w.end_index, 0, 0) for w in windows]
-    rows: list[dict[str, Any]] = _after(table, [w.start for w in windows], source.target,
-                                        ends).to_pylist()
-    counters = {w.partition: w.start.counter for w in windows}
-    for row in rows:
-        partition = int(row["partition_id"])
-        counters[partition] += 1
-        row["sequence_number"] = sequence_of(partition, counters[partition])
-    if any(counters[w.partition] != w.last_counter for w in windows):
+    firsts = {w.partition: w.start for w in sorted(windows, key=_start, reverse=True)}
+    candidates = _after(table, list(firsts.values()), source.target).to_pylist()
+    order = {p: sorted((w for w in windows if w.partition == p), key=_start)
+             for p in firsts}
+    at = dict.fromkeys(firsts, 0)
+    counters = {(w.partition, w.last_counter): w.start.counter for w in windows}
+    rows: list[dict[str, Any]] = []
+    for row in candidates:
+        partition, place = int(row["partition_id"]), (row["_commit_version"],
+                                                      row["batch_index"])
+        mine = order[partition]
+        while at[partition] < len(mine) and place > _end(mine[at[partition]]):
+            at[partition] += 1
+        if at[partition] == len(mine) or place <= _start(mine[at[partition]]):
+            continue  # between windows, or past the last
+        w = mine[at[partition]]
+        counters[(partition, w.last_counter)] += 1
+        row["sequence_number"] = sequence_of(partition, counters[(partition, w.last_counter)])
+        rows.append(row)
+    if any(counters[(w.partition, w.last_counter)] != w.last_counter for w in windows):
         return None  # not the rows the claim counted: Spark reads them
     return rows
+
+
+def _start(w: ForwardWindow) -> tuple[int, int]:
+    return (w.start.version, w.start.position)
+
+
+def _end(w: ForwardWindow) -> tuple[int, int]:
+    return (w.end_version, w.end_index)
 
 
 def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
@@ -299,17 +337,21 @@ def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
     read from the change feed of the windows' commits only."""
     after = min(w.start.version for w in windows) - 1
     up_to = max(w.end_version for w in windows)
-    starts = [w.start for w in windows]
-    ends = [Cursor(w.partition, w.end_version, w.end_index, 0, 0) for w in windows]
-    first = F.expr("CASE partition_id " + " ".join(
-        f"WHEN {w.partition} THEN {w.start.counter}L" for w in windows) + " END")
+    inside = " ".join(
+        f"WHEN partition_id = {w.partition} AND (_commit_version > {w.start.version}L OR "
+        f"(_commit_version = {w.start.version}L AND batch_index > {w.start.position}L)) "
+        f"AND (_commit_version < {w.end_version}L OR (_commit_version = {w.end_version}L "
+        f"AND batch_index <= {w.end_index}L)) THEN {k}" for k, w in enumerate(windows))
+    first = F.expr("CASE _window " + " ".join(
+        f"WHEN {k} THEN {w.start.counter}L" for k, w in enumerate(windows)) + " END")
     rank = F.row_number().over(
-        Window.partitionBy("partition_id").orderBy("_commit_version", "batch_index"))
+        Window.partitionBy("_window").orderBy("_commit_version", "batch_index"))
     rows = source.inbox.appended(
-        after, up_to, F.col("partition_id").isin([w.partition for w in windows])
-        & owned_rows(source.target)).where(after_cursors(starts) & ~after_cursors(ends))
-    return rows.withColumn("sequence_number",
-                           sequence_column(F.col("partition_id"), first + rank))
+        after, up_to, F.col("partition_id").isin(sorted({w.partition for w in windows}))
+        & owned_rows(source.target)).withColumn("_window", F.expr(f"CASE {inside} END"))
+    return rows.where(F.col("_window").isNotNull()).withColumn(
+        "sequence_number", sequence_column(F.col("partition_id"), first + rank)
+    ).drop("_window")
 
 
 def release(source: Entity, windows: list[ForwardWindow],

@@ -159,21 +159,23 @@ def _window_parts(ledger: Ledger, fields: str) -> tuple[str, str]:
 windows AS (
   SELECT partition_id AS w_partition, cursor_version AS w_from_v, cursor_index AS w_from_i,
          segment AS w_to_v, batch_index AS w_to_i, last_counter AS w_counter,
-         lock_token AS w_token, locked_until_utc AS w_until
+         lock_token AS w_token, locked_until_utc AS w_until, lane AS w_lane,
+         delivery_count AS w_deliveries
   FROM {ledger.sql_name} WHERE row_type = '{WINDOW}'
 ),
 in_windows AS (
   SELECT i.*, {sequence_sql("i.partition_id", "w.w_counter")}
          + row_number() OVER (PARTITION BY w.w_partition, w.w_counter
                               ORDER BY i._v, i.batch_index) AS sequence_number,
-         w.w_token, w.w_until
+         w.w_token, w.w_until, w.w_lane, w.w_deliveries
   FROM inbox i JOIN windows w ON i.partition_id = w.w_partition
    AND (i._v > w.w_from_v OR (i._v = w.w_from_v AND i.batch_index > w.w_from_i))
    AND (i._v < w.w_to_v OR (i._v = w.w_to_v AND i.batch_index <= w.w_to_i))
 )"""
     branch = f"""UNION ALL
 SELECT sequence_number, partition_id, {fields}, 'Active' AS state,
-       '{TRANSFER_VIEW_NAME}' AS sub_queue, 0 AS delivery_count, w_token AS lock_token,
+       {view_name_sql("w_lane")} AS sub_queue, w_deliveries AS delivery_count,
+       w_token AS lock_token,
        w_until AS locked_until_utc, CAST(NULL AS STRING) AS dead_letter_reason,
        CAST(NULL AS STRING) AS dead_letter_error_description,
        CAST(NULL AS STRING) AS dead_letter_source
@@ -191,7 +193,7 @@ def messages(inbox: Inbox, ledger: Ledger, internal: bool = False,
 
 
 def _may_hold_windows(ledger: Ledger) -> bool:
-    found = ledger.scan_here({"lane": [Lane.TRANSFER]}, ["row_type"],
+    found = ledger.scan_here({"lane": [Lane.TRANSFER, Lane.MAIN]}, ["row_type"],
                              lambda r: r["row_type"] == WINDOW)
     return found is None or bool(found)
 

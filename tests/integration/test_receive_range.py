@@ -1,0 +1,85 @@
+"""Bulk receives by range lock (decision 018, docs/behaviour.md S5.4, S6.1-S6.6): a
+DataFrame receive of many fresh messages locks them as ranges; a complete of the whole
+receive releases the ranges in one commit; any other settlement, and a lock that ran out,
+turn a range into message rows first, so every rule holds as for a message locked alone."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import functions as F
+
+from sbqueue.engine.receive_range import MIN_RANGE
+from sbqueue.engine.schema import WINDOW
+
+pytestmark = pytest.mark.spark
+
+LOCK = timedelta(minutes=2)
+
+
+def _queue(admin, spark, name: str, count: int):  # type: ignore[no-untyped-def]
+    admin.create_queue(name, enable_partitioning=True, lock_duration=LOCK)
+    queue = admin.namespace.entity(name)
+    queue.send_dataframe(spark.range(count).selectExpr("CAST(id AS STRING) AS body"))
+    return queue
+
+
+def _ledger_kinds(queue) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    rows = queue.ledger.rows().groupBy("row_type").count().collect()
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def test_s5_4_s6_1_a_bulk_receive_is_range_locked_and_completed_whole(admin, spark) -> None:
+    queue = _queue(admin, spark, "ranges", 3 * MIN_RANGE)
+
+    got = queue.receive_dataframe(3 * MIN_RANGE).localCheckpoint()
+
+    assert got.count() == 3 * MIN_RANGE
+    assert got.select("lock_token").distinct().count() == 1
+    assert {r[0] for r in got.select("delivery_count").distinct().collect()} == {1}
+    assert got.select("sequence_number").distinct().count() == 3 * MIN_RANGE
+    kinds = _ledger_kinds(queue)
+    assert kinds.get("m", 0) == 0 and kinds[WINDOW] >= 1  # no row per message
+    view = queue.messages()
+    assert view.where(F.col("lock_token").isNull()).count() == 0  # every one locked
+    assert queue.counts()["active"] == 3 * MIN_RANGE
+    assert queue.receive_dataframe(10).count() == 0  # nothing else to hand out
+
+    result = queue.complete_dataframe(got)
+
+    assert (result.settled, result.lock_lost) == (3 * MIN_RANGE, [])
+    assert queue.counts()["total"] == 0
+    assert _ledger_kinds(queue).get(WINDOW, 0) == 0
+
+
+def test_s6_2_s6_3_part_of_a_range_settles_message_by_message(admin, spark) -> None:
+    queue = _queue(admin, spark, "parts", 2 * MIN_RANGE)
+    got = queue.receive_dataframe(2 * MIN_RANGE).orderBy("sequence_number").localCheckpoint()
+    seqs = [r[0] for r in got.select("sequence_number").collect()]
+    first, second = seqs[:100], seqs[100:200]
+
+    done = queue.complete_dataframe(got.where(F.col("sequence_number").isin(first)))
+    back = queue.abandon_dataframe(got.where(F.col("sequence_number").isin(second)))
+
+    assert (done.settled, back.settled) == (100, 100)
+    again = queue.receive_dataframe(500).localCheckpoint()  # the abandoned ones return
+    assert sorted(r[0] for r in again.select("sequence_number").collect()) == sorted(second)
+    assert {r[0] for r in again.select("delivery_count").distinct().collect()} == {2}
+    assert queue.counts()["active"] == 2 * MIN_RANGE - 100
+
+
+def test_s5_3_s6_6_a_range_whose_lock_ran_out_is_delivered_again(clock, admin, spark) -> None:
+    queue = _queue(admin, spark, "lapsed", MIN_RANGE)
+    first = queue.receive_dataframe(MIN_RANGE).localCheckpoint()
+    assert first.count() == MIN_RANGE
+
+    clock.advance(LOCK + timedelta(seconds=30))
+    again = queue.receive_dataframe(MIN_RANGE).localCheckpoint()
+
+    assert again.count() == MIN_RANGE
+    assert {r[0] for r in again.select("delivery_count").distinct().collect()} == {2}
+    late = queue.complete_dataframe(first)  # the first holder's locks ended (S6.6)
+    assert late.settled == 0 and len(late.lock_lost) == MIN_RANGE
+    assert queue.complete_dataframe(again).settled == MIN_RANGE
+    assert queue.counts()["total"] == 0
