@@ -65,9 +65,14 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.receive_range import (
     MIN_RANGE,
+    Span,
+    frame_spans,
+    holds_ranges,
     materialize_lapsed,
+    ranges_in,
     receive_ranges,
     settle_ranges,
+    spans_of,
 )
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
@@ -465,32 +470,22 @@ class Entity:
         complete is then a completion record, decision 011); ``deferred``: that message was
         received by sequence number from deferral.
         """
-        if kind not in SETTLE_KINDS:
-            raise InvalidOperationError(f"unknown settlement {kind!r}")
-        if kind == "dead_letter" and self.sub_queue.is_dead_letter:
-            raise InvalidOperationError(
-                f"{self.name}/{self.sub_queue.view_name}: a dead-lettered message cannot "
-                "be dead-lettered again (S7.2)")
         if not locks:
+            self._check_settle(kind, [])
             return SettleResult()
-        self.check_status("receive")
         lanes = (Lane.MAIN, Lane.DEFERRED) if self.lane == Lane.MAIN else (self.lane,)
         partitions = sorted({partition_of(seq) for seq, _ in locks})
-        self.require_available(partitions, kind)
+        self._check_settle(kind, partitions)
         if kind == "complete" and len(locks) == 1 and held_until is not None \
                 and not deferred and self.records_allowed:
             done = self._completes().submit((*locks[0], held_until))
             if done is not None:
                 return done
 
-        ranged = SettleResult()
-        if self.lane == Lane.MAIN and self.ledger.commits_here():
-            with self.board.hold(partitions):
-                ranged, locks = retry_conflicts(
-                    lambda: settle_ranges(self, locks, kind, utcnow()),
-                    what=f"{kind} of range locks on {self.name}")
-            if not locks:
-                return ranged
+        ranged, whole = self._settle_ranges(spans_of(locks), kind)
+        locks = [(seq, token) for seq, token in locks if (partition_of(seq), token) not in whole]
+        if not locks:
+            return ranged
 
         def attempt() -> SettleResult:
             now = utcnow()
@@ -501,8 +496,20 @@ class Entity:
             return settle_once(self.ledger, locks, lanes, ctx)
 
         with self.board.hold(partitions):
-            done = retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
-        return done if not ranged.settled else replace(done, settled=done.settled + ranged.settled)
+            result = retry_conflicts(attempt, what=f"{kind} on {self.name} {partitions}")
+        return replace(result, settled=result.settled + ranged.settled)
+
+    def _check_settle(self, kind: str, partitions: list[int]) -> None:
+        """Refuse a settlement this entity cannot make, before anything is changed."""
+        if kind not in SETTLE_KINDS:
+            raise InvalidOperationError(f"unknown settlement {kind!r}")
+        if kind == "dead_letter" and self.sub_queue.is_dead_letter:
+            raise InvalidOperationError(
+                f"{self.name}/{self.sub_queue.view_name}: a dead-lettered message cannot "
+                "be dead-lettered again (S7.2)")
+        if partitions:
+            self.check_status("receive")
+            self.require_available(partitions, kind)
 
     def _completes(self) -> Group[tuple[int, str, datetime], SettleResult | None]:
         """The process's group commit of completion records for this entity's lane."""
@@ -524,8 +531,36 @@ class Entity:
     def settle_dataframe(self, batch: DataFrame, kind: str, reason: str | None = None,
                          description: str | None = None) -> SettleResult:
         """Settle the rows of ``batch`` whose locks are valid; report the others."""
-        pairs = batch.select("sequence_number", "lock_token").collect()
-        return self.settle([(int(r[0]), r[1]) for r in pairs], kind, reason, description)
+        ranged, done = SettleResult(), set[tuple[int, str]]()
+        if self._may_range() and holds_ranges(self.ledger):
+            spans = frame_spans(batch)
+            self._check_settle(kind, sorted({p for p, _ in spans}))
+            ranged, done = self._settle_ranges(spans, kind)
+            if done and done >= spans.keys():
+                return ranged  # every row was in a range settled whole
+        pairs = (batch.where(~ranges_in(done)) if done else batch).select(
+            "sequence_number", "lock_token").collect()
+        result = self.settle([(int(r[0]), r[1]) for r in pairs], kind, reason, description)
+        return replace(result, settled=result.settled + ranged.settled)
+
+    def materialize_ranges(self, locks: list[tuple[int, str]]) -> None:
+        """Turn the range locks (decision 018) ``locks`` touch into message rows, so that a
+        path reading messages by sequence number (a transaction) finds them."""
+        self._settle_ranges(spans_of(locks), "materialize")
+
+    def _may_range(self) -> bool:
+        """Whether this entity's settlements may touch range locks (decision 018)."""
+        return self.lane == Lane.MAIN and self.ledger.commits_here()
+
+    def _settle_ranges(self, asked: dict[tuple[int, str], Span], kind: str
+                       ) -> tuple[SettleResult, set[tuple[int, str]]]:
+        """``receive_range.settle_ranges`` under the partitions' hold, retried on conflicts."""
+        if not asked or not self._may_range():
+            return SettleResult(), set()
+        partitions = sorted({p for p, _ in asked})
+        with self.board.hold(partitions):
+            return retry_conflicts(lambda: settle_ranges(self, asked, kind, utcnow()),
+                                   what=f"{kind} of range locks on {self.name}")
 
     def complete_dataframe(self, batch: DataFrame) -> SettleResult:
         return self.settle_dataframe(batch, "complete")
@@ -608,6 +643,7 @@ class Entity:
             return 0
         if self.lane == Lane.MAIN:
             self._pass_to(seqs)  # messages the cursors have not passed get ledger rows
+            materialize_lapsed(self, sorted({partition_of(s) for s in seqs}), now)
         partitions = sorted({partition_of(seq) for seq in seqs})
         self.require_available(partitions, "delete")
         with self.board.hold(partitions):

@@ -26,11 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from sbqueue.core.expr import Expr
@@ -66,8 +68,8 @@ from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
 
-__all__ = ["Claim", "ForwardWindow", "claim", "leftover_windows", "release", "window_messages",
-           "window_rows"]
+__all__ = ["NUMBERED", "Claim", "ForwardWindow", "claim", "leftover_windows", "numbered_rows",
+           "release", "window_messages", "window_rows"]
 
 READ_CAP = 2_000_000  # head rows a claim reads on the driver at most (narrow columns)
 _INBOX_COLUMNS = [f.name for f in INBOX_SCHEMA.fields]
@@ -141,6 +143,8 @@ class Claim:
 
     windows: list[ForwardWindow]
     for_receive: int
+    read_all: bool = False  # the head was read up to the inbox's latest version
+    numbered: pa.Table | None = None  # the windows' rows: ``NUMBERED`` columns
 
 
 def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
@@ -164,7 +168,8 @@ def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
             return Claim([], min(returned, limit))
         got = _claim_head(source, token, limit, ctx, partitions, marks, lane)
         if got is None or got.windows or not got.moved:
-            return None if got is None else Claim(got.windows, got.for_receive)
+            return None if got is None else Claim(got.windows, got.for_receive, got.read_all,
+                                                  got.numbered)
         # only idle cursors moved (a read window of commits held none of their rows): the
         # next read starts after them
 
@@ -174,6 +179,8 @@ class _Head:
     windows: list[ForwardWindow]
     for_receive: int
     moved: bool
+    read_all: bool
+    numbered: pa.Table | None = None
 
 
 def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
@@ -190,13 +197,15 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     start, latest = min(c.version for c in cursors), source.inbox.version()
     end = min(latest, start + WINDOW_VERSIONS)
     if end <= start - 1:
-        return _Head([], 0, False)
-    head = source.inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP)
+        return _Head([], 0, False, True)
+    head = source.inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP,
+                                            _head_filter(cursors, end))
     if head is None:
         return None
     head = _after(head, cursors, source.target)
     rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
-    windows, stopped = _windows(head, cursors, committed, ctx, limit, token, rule, lane)
+    windows, stopped, numbered = _windows(head, cursors, committed, ctx, limit, token, rule,
+                                          lane)
     busy = set(head.column("partition_id").to_pylist())
     idle = [c for c in cursors if end < latest and c.partition not in busy
             and (c.version, c.position) < (end, MAX_INDEX)]
@@ -208,7 +217,18 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
         ledger_lanes = sorted({Lane.MAIN, lane})
         source.ledger.merge_rows(moves + adds, sorted({int(m["partition_id"]) for m in moves}),
                                  ledger_lanes)
-    return _Head(windows, limit if stopped and not windows else 0, bool(moves))
+    return _Head(windows, limit if stopped and not windows else 0, bool(moves), end == latest,
+                 numbered)
+
+
+def _head_filter(cursors: list[Cursor], end: int) -> str:
+    """The head rows a claim reading up to version ``end`` may take, as a filter that
+    prunes files: a cursor in that last version skips the rows before it (a drain of one
+    large send reads what is left of it, not all of it)."""
+    def one(c: Cursor) -> str:
+        mine = f"partition_id = {c.partition}"
+        return f"({mine} AND batch_index > {c.position})" if c.version == end else mine
+    return " OR ".join(one(c) for c in cursors)
 
 
 def _returned(row: dict[str, Any], ctx: ReceiveContext) -> bool:
@@ -250,44 +270,75 @@ def _past(head: pa.Table, cursors: list[Cursor]) -> pa.ChunkedArray:
 
 def _windows(head: pa.Table, cursors: list[Cursor], committed: set[str],
              ctx: ReceiveContext, limit: int, token: str, rule: Expr, lane: str
-             ) -> tuple[list[ForwardWindow], bool]:
+             ) -> tuple[list[ForwardWindow], bool, pa.Table]:
     """Each partition's window (its head up to the first row a window may not take, at
-    most ``limit`` rows in all, earliest commits first), and whether a window stopped at a
-    row the receive path must decide (not one of a transaction still committing)."""
+    most ``limit`` rows in all, earliest commits first), whether a window stopped at a
+    row the receive path must decide (not one of a transaction still committing), and the
+    windows' rows numbered (``NUMBERED``). Vectorized: a head holds up to ``READ_CAP`` rows."""
     n = head.num_rows
+    if n == 0:
+        return [], False, _numbered([], [], [], [])
     fresh = head.append_column("state", pa.array([ACTIVE] * n, pa.string())).append_column(
         "delivery_count", pa.array([0] * n, pa.int32())).append_column(
         "locked_until_utc", pa.nulls(n, pa.timestamp("us", tz="UTC"))).append_column(
         RECORD_AT, pa.nulls(n, pa.timestamp("us", tz="UTC")))
-    ok = arrow_values(fresh, rule).fill_null(False).to_pylist()
-    sends = head.column("send_id").to_pylist()
-    enqueued = head.column("enqueued_time_utc").to_pylist()
-    parts = head.column("partition_id").to_pylist()
-    versions = head.column("_commit_version").to_pylist()
-    indexes = head.column("batch_index").to_pylist()
+    ok = arrow_values(fresh, rule).fill_null(False).to_numpy(zero_copy_only=False)
+    sends = head.column("send_id")
+    pending = pc.and_(pc.starts_with(sends, TRANSACTION_SEND_PREFIX), pc.invert(
+        pc.is_in(sends, pa.array(sorted(committed), pa.string())))).to_numpy(
+        zero_copy_only=False)  # still committing: it may yet be a message; else void
+    parts = head.column("partition_id").to_numpy()
+    taken, first_block = _prefixes(parts, pending | ~ok, limit)
     by_partition = {c.partition: c for c in cursors}
-    ends: dict[int, tuple[int, int, int]] = {}
-    closed: set[int] = set()
-    stopped, taken = False, 0
-    for k in range(n):
-        p = parts[k]
-        if p in closed:
-            continue
-        send = sends[k]
-        if send.startswith(TRANSACTION_SEND_PREFIX) and send not in committed:
-            closed.add(p)  # still committing: it may yet be a message; else void
-            stopped = stopped or enqueued[k] <= ctx.now - PENDING
-            continue
-        if not ok[k] or taken >= limit:
-            closed.add(p)
-            stopped = stopped or not ok[k]
-            continue
-        count = ends[p][2] + 1 if p in ends else by_partition[p].counter + 1
-        ends[p] = (versions[k], indexes[k], count)
-        taken += 1
-    lease = ctx.locked_until
-    return [ForwardWindow(p, by_partition[p], v, i, counter, token, lease, ctx.now, 1, lane)
-            for p, (v, i, counter) in sorted(ends.items())], stopped
+    versions = head.column("_commit_version").to_numpy()
+    indexes = head.column("batch_index").to_numpy()
+    windows, numbers = [], []
+    for p in sorted(set(parts[taken].tolist())):
+        mine = taken[parts[taken] == p]
+        last, first = int(mine[-1]), by_partition[p].counter + 1
+        windows.append(ForwardWindow(
+            p, by_partition[p], int(versions[last]), int(indexes[last]),
+            first - 1 + len(mine), token, ctx.locked_until, ctx.now, 1, lane))
+        numbers.append((mine, sequence_of(p, first) + np.arange(len(mine), dtype=np.int64)))
+    old = (head.column("enqueued_time_utc").to_numpy(zero_copy_only=False)
+           <= np.datetime64((ctx.now - PENDING).replace(tzinfo=None), "us"))
+    stopped = any(not pending[b] or old[b] for b in first_block)
+    rows = np.concatenate([m for m, _ in numbers]) if numbers else np.array([], np.int64)
+    return windows, stopped, _numbered(
+        parts[rows], versions[rows], indexes[rows],
+        np.concatenate([s for _, s in numbers]) if numbers else np.array([], np.int64))
+
+
+NUMBERED = ("partition_id", "_commit_version", "batch_index", "sequence_number")
+
+
+def _numbered(*columns: Any) -> pa.Table:
+    """Window rows' places and the sequence numbers their windows gave them."""
+    types = (pa.int32(), pa.int64(), pa.int64(), pa.int64())
+    return pa.table([pa.array(c, t) for c, t in zip(columns, types, strict=True)],
+                    names=list(NUMBERED))
+
+
+def _prefixes(parts: np.ndarray, block: np.ndarray, limit: int
+              ) -> tuple[np.ndarray, list[int]]:
+    """Over rows in commit order: the first ``limit`` rows that precede their partition's
+    first blocked row (taken), and the first blocked row of each partition the limit did
+    not close first (a partition is closed by the limit at its first row not taken)."""
+    order = np.argsort(parts, kind="stable")
+    sorted_parts, sorted_block = parts[order], block[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_parts)) + 1]
+    counts = np.cumsum(sorted_block)
+    before = np.repeat(np.r_[0, counts[starts[1:] - 1]], np.diff(np.r_[starts, len(parts)]))
+    open_sorted = (counts - before) == 0
+    eligible = np.empty_like(open_sorted)
+    eligible[order] = open_sorted
+    candidates = np.flatnonzero(eligible)
+    taken = candidates[:limit]
+    cut = set(parts[candidates[limit:]].tolist())
+    first_block = []
+    for p in set(parts[block].tolist()) - cut:
+        first_block.append(int(np.flatnonzero(block & (parts == p))[0]))
+    return taken, first_block
 
 
 def window_messages(source: Entity, windows: list[ForwardWindow]
@@ -346,12 +397,34 @@ def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
         f"WHEN {k} THEN {w.start.counter}L" for k, w in enumerate(windows)) + " END")
     rank = F.row_number().over(
         Window.partitionBy("_window").orderBy("_commit_version", "batch_index"))
-    rows = source.inbox.appended(
-        after, up_to, F.col("partition_id").isin(sorted({w.partition for w in windows}))
-        & owned_rows(source.target)).withColumn("_window", F.expr(f"CASE {inside} END"))
+    rows = source.inbox.appended(after, up_to, _skipping(windows) & owned_rows(
+        source.target)).withColumn("_window", F.expr(f"CASE {inside} END"))
     return rows.where(F.col("_window").isNotNull()).withColumn(
         "sequence_number", sequence_column(F.col("partition_id"), first + rank)
     ).drop("_window")
+
+
+def numbered_rows(source: Entity, windows: list[ForwardWindow], numbered: pa.Table
+                  ) -> DataFrame:
+    """``window_rows`` by the claim's own numbering (``Claim.numbered``): the rows joined to
+    their numbers (a broadcast of narrow rows), no sort of whole rows to number them."""
+    places = source.spark.createDataFrame(numbered)
+    rows = source.inbox.appended(min(w.start.version for w in windows) - 1,
+                                 max(w.end_version for w in windows),
+                                 _skipping(windows) & owned_rows(source.target))
+    return rows.join(F.broadcast(places), list(NUMBERED[:3]))
+
+
+def _skipping(windows: list[ForwardWindow]) -> Column:
+    """A filter holding every row of ``windows`` (and a few more) that Delta can prune files
+    and row groups with: the batch-index bounds of each window within one commit (a drain
+    of one large send reads only the files of its window, not the whole send)."""
+    def one(w: ForwardWindow) -> Column:
+        mine = F.col("partition_id") == w.partition
+        if w.start.version != w.end_version:
+            return mine
+        return mine & F.col("batch_index").between(w.start.position + 1, w.end_index)
+    return reduce(lambda a, b: a | b, [one(w) for w in windows])
 
 
 def release(source: Entity, windows: list[ForwardWindow],

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sbqueue.core.sequence import partition_of
+from sbqueue.core.sequence import COUNTER_BITS, partition_of
 from sbqueue.core.transitions import ACTIVE, Lane, ReceiveContext
 from sbqueue.engine import forward_window
 from sbqueue.engine.forward_window import ForwardWindow
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
     from sbqueue.engine.ledger import Ledger
 
-__all__ = ["MIN_RANGE", "materialize_lapsed", "receive_ranges", "settle_ranges"]
+__all__ = ["MIN_RANGE", "Span", "frame_spans", "holds_ranges", "materialize_lapsed", "ranges_in",
+           "receive_ranges", "settle_ranges", "spans_of"]
 
 MIN_RANGE = 1_000  # a receive asking fewer messages locks them one by one (as before)
 _W_COLUMNS = [c for c in LEDGER_COLUMNS if c != "session_state"]
@@ -57,14 +61,20 @@ def receive_ranges(entity: Entity, max_messages: int, ctx: ReceiveContext,
     got = retry_conflicts(
         lambda: forward_window.claim(entity, token, max_messages, ctx, partitions, Lane.MAIN),
         what=f"range receive at {entity.path}")
+    if got is not None and not got.windows and not got.for_receive and got.read_all:
+        return entity.none()  # nothing deliverable now (a young transaction's rows wait)
     if got is None or not got.windows:
         return None
-    return ranged_frame(entity, got.windows)
+    return ranged_frame(entity, got.windows, got.numbered)
 
 
-def ranged_frame(entity: Entity, windows: list[ForwardWindow]) -> DataFrame:
+def ranged_frame(entity: Entity, windows: list[ForwardWindow],
+                 numbered: pa.Table | None = None) -> DataFrame:
     """The ranges' messages as a receive hands them out: locked, delivered once."""
-    rows = forward_window.window_rows(entity, windows)
+    if numbered is not None and numbered.num_rows == sum(w.count for w in windows):
+        rows = forward_window.numbered_rows(entity, windows, numbered)
+    else:
+        rows = forward_window.window_rows(entity, windows)
     until = {w.partition: w.lease_until for w in windows}
     locked_until = F.expr("CASE partition_id " + " ".join(
         f"WHEN {p} THEN timestamp_micros({_micros(t)}L)" for p, t in until.items()) + " END")
@@ -86,28 +96,75 @@ def _ranges(ledger: Ledger, partitions: Iterable[int], keep: Any) -> list[Forwar
     return None if found is None else [ForwardWindow.of_row(r) for r in found]
 
 
-def settle_ranges(entity: Entity, locks: list[tuple[int, str]], kind: str, now: datetime
-                  ) -> tuple[SettleResult, list[tuple[int, str]]]:
-    """Settle what ranges can settle whole (a complete of a whole range within its lock:
-    its ``w`` row deleted) and materialize every other range ``locks`` touch, in one
-    commit; the settled result and the locks left for the per-message settlement."""
-    tokens = {token for _, token in locks}
-    ranges = _ranges(entity.ledger, (partition_of(seq) for seq, _ in locks),
-                     lambda r: r["lock_token"] in tokens)
-    if not ranges:
-        return SettleResult(), locks
-    asked: dict[tuple[int, str], set[int]] = {}
+@dataclass(frozen=True)
+class Span:
+    """What a settlement asks of one (partition, lock token): how many distinct sequence
+    numbers, the lowest and the highest. A range's numbers are consecutive, so a span of
+    its size between its ends names each of them (and nothing else)."""
+
+    distinct: int
+    low: int
+    high: int
+
+    def covers(self, window: ForwardWindow) -> bool:
+        numbers = window.sequence_numbers
+        return (self.distinct, self.low, self.high) == (len(numbers), numbers[0], numbers[-1])
+
+
+Key = tuple[int, str]  # (partition, lock token)
+
+
+def holds_ranges(ledger: Ledger) -> bool:
+    """Whether the main lane may hold a range lock (a driver read; True where it cannot
+    tell), so that a settlement pays for range checks only where ranges may be."""
+    found = ledger.scan_here({"lane": [Lane.MAIN]}, ["row_type"],
+                             lambda r: r["row_type"] == WINDOW)
+    return found is None or bool(found)
+
+
+def spans_of(locks: Iterable[tuple[int, str]]) -> dict[Key, Span]:
+    asked: dict[Key, set[int]] = {}
     for seq, token in locks:
         asked.setdefault((partition_of(seq), token), set()).add(seq)
+    return {k: Span(len(s), min(s), max(s)) for k, s in asked.items()}
+
+
+def frame_spans(batch: DataFrame) -> dict[Key, Span]:
+    """``spans_of`` a DataFrame's (sequence_number, lock_token) pairs: one Spark job, a few
+    rows back (a bulk settlement need not bring every pair to the driver)."""
+    part = F.shiftright("sequence_number", COUNTER_BITS).alias("p")
+    found = batch.groupBy(part, "lock_token").agg(
+        F.count_distinct("sequence_number").alias("n"), F.min("sequence_number").alias("lo"),
+        F.max("sequence_number").alias("hi")).where(F.col("lock_token").isNotNull()).collect()
+    return {(int(r["p"]), str(r["lock_token"])): Span(int(r["n"]), int(r["lo"]), int(r["hi"]))
+            for r in found}
+
+
+def ranges_in(keys: Iterable[Key]) -> Column:
+    """Whether a row's (partition, lock token) is one of ``keys`` (rows of settled ranges)."""
+    part = F.shiftright("sequence_number", COUNTER_BITS)
+    return reduce(lambda a, b: a | b, [(part == p) & (F.col("lock_token") == t)
+                                      for p, t in keys], F.lit(False))
+
+
+def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: datetime
+                  ) -> tuple[SettleResult, set[Key]]:
+    """Settle what ranges can settle whole (a complete of a whole range within its lock:
+    its ``w`` row deleted) and materialize every other range ``asked`` touches, in one
+    commit; the settled result and the (partition, token) keys it settled."""
+    tokens = {token for _, token in asked}
+    ranges = _ranges(entity.ledger, (p for p, _ in asked), lambda r: r["lock_token"] in tokens)
+    ranges = [w for w in ranges or [] if (w.partition, w.token) in asked]
+    if not ranges:
+        return SettleResult(), set()
     whole = [w for w in ranges if kind == "complete" and w.lease_until > now
-             and asked.get((w.partition, w.token)) == set(w.sequence_numbers)]
+             and asked[(w.partition, w.token)].covers(w)]
     rest = [w for w in ranges if w not in whole]
     changes = [w.row(**{EXPECT_COLUMN: w.row_version, OP_COLUMN: "delete"}) for w in whole]
     changes += _materialized(entity, rest)
     entity.ledger.merge_rows(changes, sorted({w.partition for w in ranges}), [Lane.MAIN])
-    done = {(w.partition, w.token) for w in whole}
-    left = [(seq, token) for seq, token in locks if (partition_of(seq), token) not in done]
-    return SettleResult(settled=sum(w.count for w in whole)), left
+    return (SettleResult(settled=sum(w.count for w in whole)),
+            {(w.partition, w.token) for w in whole})
 
 
 def materialize_lapsed(entity: Entity, partitions: list[int], now: datetime) -> None:

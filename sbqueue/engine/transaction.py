@@ -281,6 +281,7 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     if plan.settlements or plan.state is not None:
         entity.check_status("receive")
     entity.require_available([plan.partition], "transaction")
+    entity.materialize_ranges([(s.sequence_number, s.lock_token) for s in plan.settlements])
     read = _read(entity, plan)  # fails (nothing written) if the session lock is lost
     _settled_rows(entity, plan, read.settled, now)  # fail before writing anything
     dropped = _known_ids(entity, plan, now)

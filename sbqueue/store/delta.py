@@ -457,10 +457,12 @@ class Table:
         return driver.file_stats(self.path, column)
 
     def appended_table_here(self, after_version: int, up_to_version: int,
-                            columns: Sequence[str], cap: int) -> pa.Table | None:
+                            columns: Sequence[str], cap: int, where: str | None = None
+                            ) -> pa.Table | None:
         """``driver.appended_table``: appended rows as Arrow, read on the driver; None:
         read with Spark."""
-        return driver.appended_table(self.path, after_version, up_to_version, columns, cap)
+        return driver.appended_table(self.path, after_version, up_to_version, columns, cap,
+                                     where)
 
     def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
                       keep: driver.Keep, order: Sequence[str], limit: int

@@ -231,25 +231,28 @@ def _feed_holds(path: str, after_version: int) -> bool:
     return (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists()
 
 
-def _changes(path: str, after_version: int, up_to_version: int, wanted: list[str]
-             ) -> pa.RecordBatchReader:
+def _changes(path: str, after_version: int, up_to_version: int, wanted: list[str],
+             where: str | None = None) -> pa.RecordBatchReader:
     """The change feed of versions (after_version, up_to_version], ``wanted`` columns."""
     return pa.RecordBatchReader.from_stream(latest(path).load_cdf(
-        starting_version=after_version + 1, ending_version=up_to_version, columns=wanted))
+        starting_version=after_version + 1, ending_version=up_to_version, columns=wanted,
+        predicate=where))
 
 
 def appended_table(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
-                   cap: int) -> pa.Table | None:
+                   cap: int, where: str | None = None) -> pa.Table | None:
     """The rows appended in versions (after_version, up_to_version] as one Arrow table with
     ``_commit_version``, for a decision made with Arrow compute over many rows (a
-    forwarding window); None when it cannot be read here or holds more than ``cap`` rows."""
+    forwarding window); None when it cannot be read here or holds more than ``cap`` rows.
+    ``where``: a SQL filter on data columns that files and row groups are pruned by (the
+    caller filters exactly afterwards)."""
     if not enabled(path) or up_to_version <= after_version or not _feed_holds(
             path, after_version):
         return None
     wanted = list(dict.fromkeys([*columns, "_change_type", "_commit_version"]))
 
     def read() -> pa.Table | None:
-        stream = _changes(path, after_version, up_to_version, wanted)
+        stream = _changes(path, after_version, up_to_version, wanted, where)
         schema = pa.schema([stream.schema.field(c) for c in wanted])
         batches, seen = [], 0
         for batch in stream:

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from pyspark.sql import functions as F
 
+from sbqueue.core.clock import utcnow
 from sbqueue.engine.receive_range import MIN_RANGE
 from sbqueue.engine.schema import WINDOW
 
@@ -83,3 +84,18 @@ def test_s5_3_s6_6_a_range_whose_lock_ran_out_is_delivered_again(clock, admin, s
     assert late.settled == 0 and len(late.lock_lost) == MIN_RANGE
     assert queue.complete_dataframe(again).settled == MIN_RANGE
     assert queue.counts()["total"] == 0
+
+
+def test_s5_7_batch_delete_leaves_a_held_range_and_takes_a_lapsed_one(clock, admin,
+                                                                      spark) -> None:
+    queue = _queue(admin, spark, "deleted", MIN_RANGE)
+    held = queue.receive_dataframe(MIN_RANGE).localCheckpoint()
+    assert held.count() == MIN_RANGE
+    before = utcnow() + timedelta(days=1)
+
+    assert queue.delete_messages(10 * MIN_RANGE, before) == 0  # every one locked (S5.7)
+    clock.advance(LOCK + timedelta(seconds=30))
+
+    assert queue.delete_messages(10 * MIN_RANGE, before) == MIN_RANGE
+    assert queue.counts()["total"] == 0
+    assert queue.complete_dataframe(held).settled == 0
