@@ -28,8 +28,8 @@ from sbqueue.core.expr import Col, Expr, Lit, Op, When
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.store.variant import epoch_micros, micros
 
-__all__ = ["arrow_values", "now_column", "project", "sequence_column", "sql_literal", "to_arrow",
-           "to_column", "to_sql", "values_frame"]
+__all__ = ["arrow_values", "now_column", "partition_column", "project", "sequence_column",
+           "sql_literal", "to_arrow", "to_column", "to_sql", "values_frame"]
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
@@ -169,6 +169,11 @@ def project(df: DataFrame, outcome: Mapping[str, Expr], types: Mapping[str, Data
 def sequence_column(partition: Column, counter: Column) -> Column:
     """``core.sequence.sequence_of`` as a Spark column."""
     return F.shiftleft(partition.cast("long"), COUNTER_BITS) + counter
+
+
+def partition_column(sequence_number: Column) -> Column:
+    """The partition a sequence number names (``core.sequence.partition_of``) as a column."""
+    return F.shiftright(sequence_number, COUNTER_BITS)
 
 
 def now_column() -> Column:

@@ -32,9 +32,10 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sbqueue.core.sequence import COUNTER_BITS, partition_of
+from sbqueue.core.sequence import partition_of
 from sbqueue.core.transitions import ACTIVE, Lane, ReceiveContext
 from sbqueue.engine import forward_window
+from sbqueue.engine.columns import partition_column
 from sbqueue.engine.forward_window import ForwardWindow
 from sbqueue.engine.receive import OUTPUT_COLUMNS
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, WINDOW, ledger_row
@@ -132,7 +133,7 @@ def spans_of(locks: Iterable[tuple[int, str]]) -> dict[Key, Span]:
 def frame_spans(batch: DataFrame) -> dict[Key, Span]:
     """``spans_of`` a DataFrame's (sequence_number, lock_token) pairs: one Spark job, a few
     rows back (a bulk settlement need not bring every pair to the driver)."""
-    part = F.shiftright("sequence_number", COUNTER_BITS).alias("p")
+    part = partition_column(F.col("sequence_number")).alias("p")
     found = batch.groupBy(part, "lock_token").agg(
         F.count_distinct("sequence_number").alias("n"), F.min("sequence_number").alias("lo"),
         F.max("sequence_number").alias("hi")).where(F.col("lock_token").isNotNull()).collect()
@@ -142,7 +143,7 @@ def frame_spans(batch: DataFrame) -> dict[Key, Span]:
 
 def ranges_in(keys: Iterable[Key]) -> Column:
     """Whether a row's (partition, lock token) is one of ``keys`` (rows of settled ranges)."""
-    part = F.shiftright("sequence_number", COUNTER_BITS)
+    part = partition_column(F.col("sequence_number"))
     return reduce(lambda a, b: a | b, [(part == p) & (F.col("lock_token") == t)
                                       for p, t in keys], F.lit(False))
 
