@@ -353,6 +353,8 @@ class Entity:
             return None
         self.check_status("receive")
         partitions = [p for p in range(self.partitions) if p not in self.fenced]
+        if not partitions:
+            return None  # every partition fenced: the receive path answers (S14.2)
         with self.board.hold(partitions):
             return receive_ranges(self, max_messages, self._context(True), partitions)
 
@@ -477,7 +479,7 @@ class Entity:
         partitions = sorted({partition_of(seq) for seq, _ in locks})
         self._check_settle(kind, partitions)
         if kind == "complete" and len(locks) == 1 and held_until is not None \
-                and not deferred and self.records_allowed:
+                and not deferred and self.records_allowed:  # a client's lock: never a range
             done = self._completes().submit((*locks[0], held_until))
             if done is not None:
                 return done

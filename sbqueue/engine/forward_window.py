@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -348,7 +347,8 @@ def window_messages(source: Entity, windows: list[ForwardWindow]
     A partition may hold several windows (range locks of several receives)."""
     after = min(w.start.version for w in windows) - 1
     up_to = max(w.end_version for w in windows)
-    table = source.inbox.appended_table_here(after, up_to, _INBOX_COLUMNS, READ_CAP)
+    table = source.inbox.appended_table_here(after, up_to, _INBOX_COLUMNS, READ_CAP,
+                                             _skipping_sql(windows))
     if table is None:
         return None
     firsts = {w.partition: w.start for w in sorted(windows, key=_start, reverse=True)}
@@ -419,12 +419,17 @@ def _skipping(windows: list[ForwardWindow]) -> Column:
     """A filter holding every row of ``windows`` (and a few more) that Delta can prune files
     and row groups with: the batch-index bounds of each window within one commit (a drain
     of one large send reads only the files of its window, not the whole send)."""
-    def one(w: ForwardWindow) -> Column:
-        mine = F.col("partition_id") == w.partition
+    return F.expr(_skipping_sql(windows))
+
+
+def _skipping_sql(windows: list[ForwardWindow]) -> str:
+    """``_skipping`` as SQL (delta-rs takes a predicate as text)."""
+    def one(w: ForwardWindow) -> str:
+        mine = f"partition_id = {w.partition}"
         if w.start.version != w.end_version:
             return mine
-        return mine & F.col("batch_index").between(w.start.position + 1, w.end_index)
-    return reduce(lambda a, b: a | b, [one(w) for w in windows])
+        return f"({mine} AND batch_index > {w.start.position} AND batch_index <= {w.end_index})"
+    return " OR ".join(one(w) for w in windows)
 
 
 def release(source: Entity, windows: list[ForwardWindow],

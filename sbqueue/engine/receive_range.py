@@ -37,7 +37,7 @@ from sbqueue.core.transitions import ACTIVE, Lane, ReceiveContext
 from sbqueue.engine import forward_window
 from sbqueue.engine.columns import partition_column
 from sbqueue.engine.forward_window import ForwardWindow
-from sbqueue.engine.receive import OUTPUT_COLUMNS
+from sbqueue.engine.receive import OUTPUT_COLUMNS, as_aware
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, WINDOW, ledger_row
 from sbqueue.engine.settle import SettleResult
 from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, retry_conflicts
@@ -91,10 +91,20 @@ def _micros(at: datetime) -> int:
     return int(at.timestamp() * 1_000_000)
 
 
-def _ranges(ledger: Ledger, partitions: Iterable[int], keep: Any) -> list[ForwardWindow] | None:
-    found = ledger.scan_here({"partition_id": sorted(set(partitions)), "lane": [Lane.MAIN]},
-                             _W_COLUMNS, lambda r: r["row_type"] == WINDOW and keep(r))
-    return None if found is None else [ForwardWindow.of_row(r) for r in found]
+def _ranges(ledger: Ledger, partitions: Iterable[int], keep: Any) -> list[ForwardWindow]:
+    """The range locks of ``partitions`` that ``keep`` keeps: read on the driver where it
+    can be, else with Spark (a main lane too large to scan here is not one without
+    ranges)."""
+    parts = sorted(set(partitions))
+    if not parts:
+        return []
+    found = ledger.scan_here({"partition_id": parts, "lane": [Lane.MAIN]}, _W_COLUMNS,
+                             lambda r: r["row_type"] == WINDOW and keep(r))
+    if found is None:
+        found = [r for r in (as_aware(row) for row in ledger.rows(
+            F.col("partition_id").isin(parts) & (F.col("lane") == Lane.MAIN)
+            & (F.col("row_type") == WINDOW)).select(*_W_COLUMNS).collect()) if keep(r)]
+    return [ForwardWindow.of_row(r) for r in found]
 
 
 @dataclass(frozen=True)
@@ -154,8 +164,9 @@ def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: dateti
     its ``w`` row deleted) and materialize every other range ``asked`` touches, in one
     commit; the settled result and the (partition, token) keys it settled."""
     tokens = {token for _, token in asked}
-    ranges = _ranges(entity.ledger, (p for p, _ in asked), lambda r: r["lock_token"] in tokens)
-    ranges = [w for w in ranges or [] if (w.partition, w.token) in asked]
+    ranges = [w for w in _ranges(entity.ledger, (p for p, _ in asked),
+                                 lambda r: r["lock_token"] in tokens)
+              if (w.partition, w.token) in asked]
     if not ranges:
         return SettleResult(), set()
     whole = [w for w in ranges if kind == "complete" and w.lease_until > now
@@ -173,11 +184,13 @@ def materialize_lapsed(entity: Entity, partitions: list[int], now: datetime) -> 
     so that a receive finds their messages returned (S5.3)."""
     if not entity.ledger.commits_here():
         return
-    lapsed = _ranges(entity.ledger, partitions, lambda r: r["locked_until_utc"] <= now)
-    if lapsed:
-        retry_conflicts(lambda: entity.ledger.merge_rows(
-            _materialized(entity, lapsed), sorted({w.partition for w in lapsed}), [Lane.MAIN]),
-            what=f"lapsed range locks at {entity.path}")
+
+    def attempt() -> None:  # read again on each try: another may have done it meanwhile
+        lapsed = _ranges(entity.ledger, partitions, lambda r: r["locked_until_utc"] <= now)
+        if lapsed:
+            entity.ledger.merge_rows(_materialized(entity, lapsed),
+                                     sorted({w.partition for w in lapsed}), [Lane.MAIN])
+    retry_conflicts(attempt, what=f"lapsed range locks at {entity.path}")
 
 
 def _materialized(entity: Entity, ranges: list[ForwardWindow]) -> list[dict[str, Any]]:
@@ -187,7 +200,7 @@ def _materialized(entity: Entity, ranges: list[ForwardWindow]) -> list[dict[str,
         return []
     messages = forward_window.window_messages(entity, ranges)
     if messages is None:
-        messages = [r.asDict() for r in forward_window.window_rows(entity, ranges).select(
+        messages = [as_aware(r) for r in forward_window.window_rows(entity, ranges).select(
             *[c for c in LEDGER_COLUMNS if c in _MESSAGE_LOCATOR]).collect()]
     changes = [w.row(**{EXPECT_COLUMN: w.row_version, OP_COLUMN: "delete"}) for w in ranges]
     for m in messages:

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sbqueue.core.clock import utcnow
+from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive_range import MIN_RANGE
 from sbqueue.engine.schema import WINDOW
 
@@ -54,6 +55,7 @@ def test_s5_4_s6_1_a_bulk_receive_is_range_locked_and_completed_whole(admin, spa
     assert _ledger_kinds(queue).get(WINDOW, 0) == 0
 
 
+@pytest.mark.slow  # the default run keeps the whole-range case
 def test_s6_2_s6_3_part_of_a_range_settles_message_by_message(admin, spark) -> None:
     queue = _queue(admin, spark, "parts", 2 * MIN_RANGE)
     got = queue.receive_dataframe(2 * MIN_RANGE).orderBy("sequence_number").localCheckpoint()
@@ -70,6 +72,7 @@ def test_s6_2_s6_3_part_of_a_range_settles_message_by_message(admin, spark) -> N
     assert queue.counts()["active"] == 2 * MIN_RANGE - 100
 
 
+@pytest.mark.slow  # the default run keeps the whole-range case
 def test_s5_3_s6_6_a_range_whose_lock_ran_out_is_delivered_again(clock, admin, spark) -> None:
     queue = _queue(admin, spark, "lapsed", MIN_RANGE)
     first = queue.receive_dataframe(MIN_RANGE).localCheckpoint()
@@ -86,6 +89,7 @@ def test_s5_3_s6_6_a_range_whose_lock_ran_out_is_delivered_again(clock, admin, s
     assert queue.counts()["total"] == 0
 
 
+@pytest.mark.slow  # the default run keeps the whole-range case
 def test_s5_7_batch_delete_leaves_a_held_range_and_takes_a_lapsed_one(clock, admin,
                                                                       spark) -> None:
     queue = _queue(admin, spark, "deleted", MIN_RANGE)
@@ -99,3 +103,20 @@ def test_s5_7_batch_delete_leaves_a_held_range_and_takes_a_lapsed_one(clock, adm
     assert queue.delete_messages(10 * MIN_RANGE, before) == MIN_RANGE
     assert queue.counts()["total"] == 0
     assert queue.complete_dataframe(held).settled == 0
+
+
+@pytest.mark.slow
+def test_s6_1_ranges_are_found_with_spark_where_the_driver_cannot_scan(admin, spark,
+                                                                       monkeypatch) -> None:
+    queue = _queue(admin, spark, "unscanned", MIN_RANGE)
+    got = queue.receive_dataframe(MIN_RANGE).localCheckpoint()
+    scan = queue.ledger.scan_here
+
+    def no_main_lane(where, columns, keep):  # type: ignore[no-untyped-def]
+        return None if Lane.MAIN in where.get("lane", []) else scan(where, columns, keep)
+
+    monkeypatch.setattr(queue.ledger, "scan_here", no_main_lane)  # a lane too large to scan
+    result = queue.complete_dataframe(got)
+
+    assert (result.settled, result.lock_lost, result.already_settled) == (MIN_RANGE, [], [])
+    assert queue.counts()["total"] == 0
