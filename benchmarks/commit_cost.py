@@ -20,7 +20,7 @@ Parts (each prints one JSON line; ``--parts`` picks some):
 - ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
   then completing them: how many were lost.
 - ``drain``, ``forward``, ``pool``: the DataFrame drain of ``--drain`` messages
-  (``engine_scale.bulk``), forwarding ``--forward`` messages (``jobs.forward``) and the
+  (``engine_scale.bulk``: 100,000 a round, and all in one receive, each on its own queue), forwarding ``--forward`` messages (``jobs.forward``) and the
   session worker pool (``sessions.pool``), each beside its own raw baseline.
 
     python benchmarks/commit_cost.py [--parts single,sdk50,loop,create] [--reps 7]
@@ -296,7 +296,7 @@ def main() -> None:
     def drain(spark: Any, root: str) -> dict[str, Any]:
         from engine_scale import bulk
 
-        return {**bulk(spark, root, 1, args.drain), "part": "drain"}
+        return {**bulk(spark, root, 1, args.drain, (100_000, args.drain)), "part": "drain"}
 
     def forward(spark: Any, root: str) -> dict[str, Any]:
         from jobs import forward as forward_part

@@ -168,41 +168,56 @@ def concurrency(spark: Any, root: str, messages: int) -> dict[str, Any]:
                                      / result["conc-1"]["messages_per_s"], 2)}
 
 
-def bulk(spark: Any, root: str, reps: int, count: int) -> dict[str, Any]:
+def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] = (100_000,)
+         ) -> dict[str, Any]:
+    """A DataFrame send of ``count`` rows, and a drain of them (receive a batch, complete
+    it, until none is left) for each batch size of ``batches``, each on its own queue; the
+    baseline is the raw append of the same rows, measured between the subjects (after a
+    warm-up) and reported as a median."""
     rows = spark.range(count).selectExpr(f"{BODY} AS body")
     raw = f"{root}/raw-bulk"
     times: dict[str, list[float]] = {"raw_append": [], "send": []}
     jobs: dict[str, int] = {}
-    queues = []
-    rows.write.format("delta").mode("append").save(raw)  # warm-up: not a baseline
-    for i in range(max(1, reps // 2)):
+
+    def baseline() -> None:
         _, seconds, n = measured(spark, lambda: rows.write.format("delta").mode("append")
                                  .save(raw))
         times["raw_append"].append(seconds)
         jobs["raw_append"] = n
+
+    rows.write.format("delta").mode("append").save(raw)  # warm-up: not a baseline
+    queues = []
+    for i in range(max(len(batches), reps // 2)):
+        baseline()
         queue = _queue(spark, root, f"bulk-{i}", True)
         _, seconds, n = measured(spark, lambda queue=queue: queue.send_dataframe(rows))
         times["send"].append(seconds)
         jobs["send"] = n
         queues.append(queue)
-    drained, start = 0, time.perf_counter()
-    while True:
-        got = queues[0].receive_dataframe(100_000).localCheckpoint()
-        n = queues[0].complete_dataframe(got).settled
-        if n == 0:
-            break
-        drained += n
-    drain_s = time.perf_counter() - start
-    for _ in range(2):  # the baseline again after the drain: a median of three at least
-        _, seconds, _ = measured(spark, lambda: rows.write.format("delta").mode("append")
-                                 .save(raw))
-        times["raw_append"].append(seconds)
+    drains = {}
+    for queue, batch in zip(queues, batches, strict=False):
+        baseline()
+        drains[batch] = _drain(queue, batch)
+    baseline()
     med = {k: round(median(v), 2) for k, v in times.items()}
     raw_rate = count / med["raw_append"]
     return {"part": "bulk", "messages": count, "median_s": med, "jobs": jobs,
-            "drain": {"messages": drained, "seconds": round(drain_s, 1)},
+            "drain": {str(b): {"messages": n, "seconds": round(s, 1)}
+                      for b, (n, s) in drains.items()},
             "ratios": {"send_throughput/raw_append": round((count / med["send"]) / raw_rate, 3),
-                       "drain_throughput/raw_append": round((drained / drain_s) / raw_rate, 3)}}
+                       **{f"drain_{b}_throughput/raw_append": round((n / s) / raw_rate, 3)
+                          for b, (n, s) in drains.items()}}}
+
+
+def _drain(queue: Any, batch: int) -> tuple[int, float]:
+    """(messages, seconds) of draining ``queue`` ``batch`` messages a round."""
+    drained, start = 0, time.perf_counter()
+    while True:
+        got = queue.receive_dataframe(batch).localCheckpoint()
+        n = queue.complete_dataframe(got).settled
+        if n == 0:
+            return drained, time.perf_counter() - start
+        drained += n
 
 
 def main() -> None:
