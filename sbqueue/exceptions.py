@@ -36,6 +36,7 @@ __all__ = [
     "SessionLockLostError",
     "SparkSetupError",
     "StorageConflictError",
+    "StorageFailureError",
 ]
 
 
@@ -133,3 +134,11 @@ class SparkSetupError(ServiceBusError, RuntimeError):
 class StorageConflictError(ServiceBusServerBusyError):
     """A Delta commit kept conflicting with concurrent writers past its retry budget (what
     an SDK program catches as ``ServiceBusServerBusyError``); nothing was committed."""
+
+
+class StorageFailureError(ServiceBusError):
+    """An entity's tables could not be read or written: its storage is read-only or full,
+    or a file of its Delta log is damaged or missing (issue 21). The message names the
+    entity, the table and the cause; the operation was not carried out, and other entities
+    are not affected."""
+

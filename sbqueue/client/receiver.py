@@ -176,11 +176,11 @@ class ServiceBusReceiver:
         count = min(max(1, max_message_count), MAX_PEEK)
         session = self.session.session_id if self.session is not None else None
         if sequence_number is not None:
-            df = self._entity.peek_dataframe(count, from_sequence=sequence_number,
-                                             session_id=session)
+            rows = self._entity.peek_rows(count, from_sequence=sequence_number,
+                                          session_id=session)
         else:
-            df = self._entity.peek_dataframe(count, after=self._last_peeked, session_id=session)
-        messages = [to_received(r) for r in df.collect()]
+            rows = self._entity.peek_rows(count, after=self._last_peeked, session_id=session)
+        messages = [to_received(r) for r in rows]
         if messages and messages[-1].enqueued_time_utc is not None:
             self._last_peeked = (messages[-1].enqueued_time_utc, messages[-1].sequence_number)
         return messages

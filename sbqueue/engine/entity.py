@@ -85,6 +85,7 @@ from sbqueue.engine.settle import (
     complete_by_records,
     settle_once,
 )
+from sbqueue.engine.storage_guard import storage_guarded
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageNotFoundError,
@@ -106,6 +107,7 @@ COMPLETE_GROUP = 1000  # completion records one group commit carries at most
 
 
 
+@storage_guarded
 class Entity:
     """One queue or subscription (or one of their sub-queues), operated on with DataFrames.
     A subscription reads its copies from its topic's inbox (``target``: its entity id)
@@ -743,6 +745,12 @@ class Entity:
             at = F.lit(after[0]).cast("timestamp")
             view = view.where((time_ > at) | ((time_ == at) & (seq > after[1])))
         return view.orderBy("enqueued_time_utc", "sequence_number").limit(max_messages)
+
+    def peek_rows(self, max_messages: int = 1000, from_sequence: int | None = None,
+                  after: tuple[datetime, int] | None = None,
+                  session_id: str | None = None) -> list[Row]:
+        """``peek_dataframe`` collected (the client's peek)."""
+        return self.peek_dataframe(max_messages, from_sequence, after, session_id).collect()
 
     def counts(self) -> dict[str, int]:
         """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2)."""

@@ -55,6 +55,7 @@ from sbqueue.engine.receive import ReceiveResult, receive_once, with_bodies
 from sbqueue.engine.receive_range import materialize_lapsed
 from sbqueue.engine.schema import LEDGER_COLUMNS, LOCATOR, ledger_row
 from sbqueue.engine.settle import Applied, apply_by_sequence
+from sbqueue.engine.storage_guard import storage_failure
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessagingEntityDisabledError,
@@ -85,6 +86,7 @@ class ForwardResult:
     transfer_dead_lettered: int = 0
     batches: int = 0
     resumed: int = 0  # batches a killed step had left in the transfer lane
+    error: str | None = None  # its storage failed: the step went on to the next source
 
     def add(self, other: ForwardResult) -> ForwardResult:
         return ForwardResult(self.forwarded + other.forwarded,
@@ -410,6 +412,19 @@ def forwarding_sources(namespace: Namespace) -> list[str]:
 def forward_namespace(namespace: Namespace, paths: list[str] | None = None,
                       batch: int = DEFAULT_BATCH) -> dict[str, ForwardResult]:
     """One forwarding step at each of ``paths`` (default: every forwarding source)."""
-    return {path: Forwarder(namespace, path, batch).step()
+    return {path: _isolated(namespace, path, batch)
             for path in (paths if paths is not None else forwarding_sources(namespace))}
+
+
+def _isolated(namespace: Namespace, path: str, batch: int) -> ForwardResult:
+    """A step at ``path``; a source or destination whose storage fails is reported, and the
+    step goes on with the other sources (issue 21 point 4)."""
+    try:
+        return Forwarder(namespace, path, batch).step()
+    except Exception as exc:
+        failure = storage_failure(path, "forwarding", exc)
+        if failure is None:
+            raise
+        log.error("%s", failure)
+        return ForwardResult(error=str(failure))
 

@@ -46,6 +46,7 @@ from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import ReceiveResult, first_cursor, receive_once
 from sbqueue.engine.schema import SEGMENT_SECONDS, WINDOW
+from sbqueue.engine.storage_guard import storage_failure
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.delta import Table, retry_conflicts
 
@@ -75,6 +76,7 @@ class MaintenanceReport:
     partitions_compacted: int = 0
     tables_vacuumed: int = 0
     seconds: float = 0.0
+    error: str | None = None  # its storage failed: the step went on to the next entity
 
 
 @contextlib.contextmanager
@@ -131,7 +133,19 @@ class Maintainer:
             paths += [t.name for t in self.catalog.entities("topic")]
             paths += [q.name for q in self.catalog.entities("queue")]
         with _marked(self.spark):
-            return [self.maintain(path) for path in paths]
+            return [self._isolated(path) for path in paths]
+
+    def _isolated(self, path: str) -> MaintenanceReport:
+        """``maintain(path)``; an entity whose storage fails is reported, and the step goes
+        on with the others (issue 21 point 4)."""
+        try:
+            return self.maintain(path)
+        except Exception as exc:
+            failure = storage_failure(path, "maintenance", exc)
+            if failure is None:
+                raise
+            log.error("%s", failure)
+            return MaintenanceReport(path, "unknown", error=str(failure))
 
     def maintain(self, path: str) -> MaintenanceReport:
         started = time.monotonic()

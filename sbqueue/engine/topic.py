@@ -31,6 +31,7 @@ from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
 from sbqueue.engine.send import SendResult, send_dataframe
+from sbqueue.engine.storage_guard import storage_guarded
 from sbqueue.exceptions import (
     MessageNotFoundError,
     MessagingEntityDisabledError,
@@ -117,6 +118,7 @@ def fan_out(rows: DataFrame, subscriptions: list[tuple[SubscriptionProperties,
     return evaluated.select(F.explode(present).alias("_copy")).select("_copy.*")
 
 
+@storage_guarded
 class Topic:
     """A topic of a namespace, for sends (S15.2). Its copies are received through its
     subscriptions (``Namespace.entity('<topic>/Subscriptions/<name>')``)."""
@@ -145,9 +147,12 @@ class Topic:
     def max_message_kilobytes(self) -> int | None:
         return self.props.max_message_size_in_kilobytes
 
+    def _reload(self) -> None:
+        self.props = self.namespace.catalog.get("topic", self.props.name)
+
     def check_status(self) -> None:
         """S16.1: a Disabled or SendDisabled topic refuses sends (read fresh)."""
-        self.props = self.namespace.catalog.get("topic", self.props.name)
+        self._reload()
         if self.props.status in (EntityStatus.DISABLED, EntityStatus.SEND_DISABLED):
             raise MessagingEntityDisabledError(
                 f"topic {self.name} is {self.props.status.value}: send refused (S16.1)")

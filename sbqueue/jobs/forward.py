@@ -38,7 +38,8 @@ def forward_once(namespace: Any, entities: list[str] | None, batch: int) -> dict
     total = ForwardResult()
     for result in results.values():
         total = total.add(result)
-    return {**asdict(total), "entities": {k: asdict(v) for k, v in results.items()}}
+    return {**asdict(total), "entities": {k: asdict(v) for k, v in results.items()},
+            "failed": {k: v.error for k, v in results.items() if v.error}}
 
 
 def _body(args: argparse.Namespace, namespace: Any) -> dict[str, Any]:

@@ -35,7 +35,8 @@ def maintain_once(namespace: Any, entities: list[str] | None, vacuum: bool,
     reports = Maintainer(namespace, vacuum_hours=vacuum_hours, vacuum=vacuum).run(entities)
     return {"entities": [asdict(r) for r in reports],
             "deleted": [r.path for r in reports if r.deleted],
-            "segments_dropped": sum(r.segments_dropped for r in reports)}
+            "segments_dropped": sum(r.segments_dropped for r in reports),
+            "failed": {r.path: r.error for r in reports if r.error}}
 
 
 def _body(args: argparse.Namespace, namespace: Any) -> dict[str, Any]:
