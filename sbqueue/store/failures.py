@@ -30,6 +30,7 @@ _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
      MISSING),
     (re.compile(r"_delta_log.*(FAILED_READ_FILE|MALFORMED|JsonParse)|"
                 r"(FAILED_READ_FILE|MALFORMED_RECORD|JsonParseException).*_delta_log|"
+                r"JsonParseException.*org\.apache\.spark\.sql\.delta\.|"
                 r"DELTA_VERSIONS_NOT_CONTIGUOUS|DELTA_LOG_FILE_NOT_FOUND|"
                 r"DELTA_STATE_RECOVER|DELTA_FILE_NOT_FOUND_DETAILED|"
                 r"Invalid JSON in log record|Failed to read delta log object", re.I | re.S),

@@ -12,6 +12,7 @@ from sbqueue.engine.storage_guard import storage_failure, storage_guarded
 from sbqueue.exceptions import MessageNotFoundError, StorageFailureError
 from sbqueue.store.failures import MISSING, failed_table, storage_cause
 
+DAMAGED = "its Delta log (_delta_log) is damaged or has a missing file"
 TABLE = "/ns/entities/9da98fc5f64e4afeaf30c8d38fc6c1c4"
 SEEN = {
     "read-only": (f"[TASK_WRITE_FAILED] Task failed while writing rows to file:{TABLE}/inbox."
@@ -24,13 +25,16 @@ SEEN = {
                 f"{TABLE}/ledger/_delta_log/00000000000000000000.json. SQLSTATE: KD001\n"
                 "Caused by: com.fasterxml.jackson.core.JsonParseException: Unexpected "
                 "character ('n' (code 110))"),
+    "history": ("An error occurred while calling o81.sql.\n: org.apache.spark.SparkException: "
+                "Job aborted: com.fasterxml.jackson.core.JsonParseException: Unexpected "
+                "character ('n' (code 110))\n\tat org.apache.spark.sql.delta.actions.Action$"
+                ".fromJson(actions.scala:168)"),
 }
 
 
 @pytest.mark.parametrize(("kind", "cause"), [
     ("read-only", "the storage is read-only"), ("full", "the storage is full"),
-    ("missing", MISSING), ("damaged", "its Delta log (_delta_log) is damaged or has a "
-                                      "missing file")])
+    ("missing", MISSING), ("damaged", DAMAGED), ("history", DAMAGED)])
 def test_each_failure_seen_is_named_by_its_cause(kind: str, cause: str) -> None:
     assert storage_cause(RuntimeError(SEEN[kind])) == cause
 
