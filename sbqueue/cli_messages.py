@@ -58,8 +58,8 @@ def _message(spec: dict[str, Any]) -> Any:
 def _duration(text: str) -> timedelta:
     try:
         return timedelta(seconds=float(text))
-    except ValueError:
-        return parse_duration(text, "time_to_live")
+    except (ValueError, OverflowError):  # not a number, or NaN or infinite seconds
+        return parse_duration(text, "time_to_live", "S8.1")
 
 
 def _as_json(message: Any) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sbqueue.client.enums import ServiceBusMessageState
-from sbqueue.core.sizes import STANDARD_MESSAGE_BYTES, STRING_PROPERTIES, message_size
+from sbqueue.core.sizes import STANDARD_MESSAGE_BYTES, STRING_PROPERTIES, is_utf8, message_size
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
 __all__ = [
@@ -27,26 +27,59 @@ __all__ = [
 
 _PROPERTY_TYPES = (str, bool, int, float, datetime, timedelta, uuid.UUID)
 _INT64 = (-(2**63), 2**63 - 1)
+_GIVEN_ID_LENGTH = 32  # the uuid4 hex a message without message_id is sent with (S2.6)
 
 
 def check_property_value(name: str, value: object) -> None:
     """S2.3: str, bool, int (64-bit), float, datetime, timedelta, uuid or None."""
     if value is None:
         return
+    if isinstance(value, str) and not is_utf8(value):
+        raise InvalidOperationError(
+            f"application property {name!r} is {value!r}, which UTF-8 cannot store (S2.3)")
     if not isinstance(value, _PROPERTY_TYPES):
         raise InvalidOperationError(
             f"application property {name!r} has a {type(value).__name__} value; allowed: str, "
             "bool, int, float, datetime, timedelta, uuid, None (S2.3)")
+    if isinstance(value, datetime) and not in_utc_range(value):
+        raise InvalidOperationError(
+            f"application property {name!r} is {value.isoformat()}, before the year 1 or after "
+            "9999 in UTC, where it is stored (S2.3)")
     if isinstance(value, int) and not isinstance(value, bool) and not (
             _INT64[0] <= value <= _INT64[1]):
         raise InvalidOperationError(
             f"application property {name!r} is {value}, outside 64-bit integers (S2.3)")
 
 
+def in_utc_range(value: datetime) -> bool:
+    """Whether ``value`` has a UTC time (it is stored in UTC): 0001-01-01 at +05:00 has
+    none, and would fail as a raw OverflowError when sized or sent."""
+    if value.tzinfo is None:
+        return True  # taken as UTC already
+    try:
+        value.astimezone(timezone.utc)
+    except OverflowError:
+        return False
+    return True
+
+
+def _check_properties_map(values: object) -> None:
+    """S2.3: application properties are a map (or None); ``dict()`` of a list or a str would
+    fail as a raw TypeError or ValueError."""
+    if values is not None and not isinstance(values, Mapping):
+        raise InvalidOperationError(
+            f"application_properties {values!r:.60} is a {type(values).__name__}; it must be a "
+            "map from name to value (S2.3)")
+
+
 def _body_bytes(body: object) -> bytes:
     if body is None:
         return b""
     if isinstance(body, str):
+        if not is_utf8(body):
+            raise InvalidOperationError(
+                f"message body {body[:40]!r} holds a lone surrogate; UTF-8 cannot store it "
+                "(S2.1)")
         return body.encode("utf-8")
     if isinstance(body, (bytes, bytearray, memoryview)):
         return bytes(body)
@@ -75,6 +108,7 @@ class ServiceBusMessage:
         reply_to_session_id: str | None = None,
     ) -> None:
         self.body_bytes = _body_bytes(body)
+        _check_properties_map(application_properties)
         self.application_properties: dict[str, Any] | None = (
             dict(application_properties) if application_properties is not None else None)
         self.session_id = session_id
@@ -100,30 +134,40 @@ class ServiceBusMessage:
         return f"{type(self).__name__}(message_id={self.message_id!r}, body={str(self)[:40]!r})"
 
     def validate(self) -> None:
-        """The checks a send makes before any Spark job runs (S2.2, S2.3)."""
+        """The checks a send makes before any Spark job runs (S2.1, S2.3; the engine's
+        checks of S2.2 and S2.4 follow)."""
+        _check_properties_map(self.application_properties)
         for name, value in (self.application_properties or {}).items():
-            if not isinstance(name, str):
+            if not isinstance(name, str) or not is_utf8(name):
                 raise InvalidOperationError(
-                    f"application property name {name!r} is not a str (S2.3)")
+                    f"application property name {name!r} is not a str UTF-8 can store (S2.3)")
             check_property_value(name, value)
         for name in STRING_PROPERTIES:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise InvalidOperationError(
                     f"{name} is a {type(value).__name__}: {value!r}; it must be a str (S2.1)")
+            if value is not None and not is_utf8(value):
+                raise InvalidOperationError(
+                    f"{name} {value[:40]!r} holds a lone surrogate; UTF-8 cannot store it "
+                    "(S2.1)")
         if self.time_to_live is not None and not isinstance(self.time_to_live, timedelta):
             raise InvalidOperationError(
                 f"time_to_live {self.time_to_live!r} is not a timedelta (S2.1)")
-        if self.scheduled_enqueue_time_utc is not None and not isinstance(
-                self.scheduled_enqueue_time_utc, datetime):
+        scheduled = self.scheduled_enqueue_time_utc
+        if scheduled is not None and not (isinstance(scheduled, datetime)
+                                          and in_utc_range(scheduled)):
             raise InvalidOperationError(
-                f"scheduled_enqueue_time_utc {self.scheduled_enqueue_time_utc!r} is not a "
-                "datetime (S2.1)")
+                f"scheduled_enqueue_time_utc {scheduled!r} is not a datetime with a UTC time "
+                "(S2.1)")
 
     @property
     def size_in_bytes(self) -> int:
-        """Body plus all properties (S2.4), as the client estimates it."""
+        """Body plus all properties (S2.4), as the engine counts them: a message without a
+        ``message_id`` is sent with a 32-character one (S2.6), so that is counted too."""
         strings = [getattr(self, name) for name in STRING_PROPERTIES]
+        if self.message_id is None:
+            strings.append("0" * _GIVEN_ID_LENGTH)
         return message_size(self.body_bytes, strings, self.application_properties)
 
 
@@ -221,7 +265,8 @@ class ServiceBusMessageBatch:
         """Add ``message``; MessageSizeExceededError if the batch would grow too large."""
         if not isinstance(message, ServiceBusMessage):
             raise InvalidOperationError(
-                f"a batch holds ServiceBusMessage objects, not {type(message).__name__}")
+                f"a batch holds ServiceBusMessage objects, not {type(message).__name__} "
+                f"{message!r:.60} (S2.4)")
         message.validate()
         size = message.size_in_bytes
         if self._size + size > self.max_size_in_bytes:

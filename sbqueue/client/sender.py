@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any
 
 from sbqueue.client.convert import to_dataframe, to_outgoing, utc
-from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch
+from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch, in_utc_range
 from sbqueue.core.keywords import OPERATION, accept, honours_timeout
 from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
@@ -45,9 +45,9 @@ def as_list(message: SendInput) -> list[ServiceBusMessage]:
 def scheduled(messages: ServiceBusMessage | Sequence[ServiceBusMessage],
               schedule_time_utc: datetime) -> list[ServiceBusMessage]:
     """The messages, each set to activate at ``schedule_time_utc`` (S8.4)."""
-    if not isinstance(schedule_time_utc, datetime):
+    if not isinstance(schedule_time_utc, datetime) or not in_utc_range(schedule_time_utc):
         raise InvalidOperationError(
-            f"schedule_time_utc {schedule_time_utc!r} is not a datetime (S8.4)")
+            f"schedule_time_utc {schedule_time_utc!r} is not a datetime with a UTC time (S8.4)")
     items = as_list(messages)
     for m in items:
         m.scheduled_enqueue_time_utc = utc(schedule_time_utc)
@@ -71,10 +71,18 @@ class ServiceBusSender:
 
     def create_message_batch(self, max_size_in_bytes: int | None = None
                              ) -> ServiceBusMessageBatch:
-        """An empty batch; at most the entity's batch size (S2.4)."""
+        """An empty batch; at most the entity's batch size (S2.4), which None or 0 means (as
+        in the SDK). A size past it raises MessageSizeExceededError, a negative or non-int
+        one InvalidOperationError (both ValueErrors, as the SDK raises)."""
         limit = self._batch_bytes
-        if max_size_in_bytes is not None and max_size_in_bytes > limit:
-            raise ValueError(
+        if max_size_in_bytes is None:
+            return ServiceBusMessageBatch(limit)
+        if isinstance(max_size_in_bytes, bool) or not isinstance(max_size_in_bytes, int) \
+                or max_size_in_bytes < 0:
+            raise InvalidOperationError(
+                f"max_size_in_bytes {max_size_in_bytes!r} is not a number of bytes (S2.4)")
+        if max_size_in_bytes > limit:
+            raise MessageSizeExceededError(
                 f"max_size_in_bytes {max_size_in_bytes} is more than the entity's batch limit "
                 f"of {limit} bytes (S2.4)")
         return ServiceBusMessageBatch(max_size_in_bytes or limit)

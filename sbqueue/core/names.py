@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from sbqueue.core.sizes import is_utf8
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = [
@@ -30,12 +31,15 @@ def _check_common(name: object, what: str) -> str:
     if not isinstance(name, str):
         raise InvalidOperationError(f"{what} must be a string, got {name!r} (S1.7)")
     if not name or not name.strip():
-        raise InvalidOperationError(f"{what} must not be empty (S1.7)")
+        raise InvalidOperationError(f"{what} must not be empty, got {name!r} (S1.7)")
     if name != name.strip():
         raise InvalidOperationError(f"{what} {name!r} has leading or trailing spaces (S1.7)")
     bad = [c for c in name if ord(c) < 32 or ord(c) == 127]
     if bad:
         raise InvalidOperationError(f"{what} {name!r} contains control characters (S1.7)")
+    if not is_utf8(name):
+        raise InvalidOperationError(
+            f"{what} {name!r} holds a lone surrogate; names are stored as UTF-8 (S1.7)")
     return name
 
 

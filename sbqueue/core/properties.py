@@ -81,6 +81,10 @@ class NamespaceProperties:
             raise InvalidOperationError(
                 f"sku {sku!r} is not one of 'Standard', 'Premium' (S1.2)"
             ) from None
+        if messaging_partitions is not None and (isinstance(messaging_partitions, bool)
+                                                 or not isinstance(messaging_partitions, int)):
+            raise InvalidOperationError(  # True and 2.0 compare equal to 1 and 2: not counts
+                f"messaging_partitions={messaging_partitions!r:.60} is not an integer (S1.2)")
         if chosen is Sku.STANDARD:
             if messaging_partitions not in (None, 1):
                 raise InvalidOperationError(
@@ -153,7 +157,7 @@ class EntityDefinition:
                 continue
             default = known[key].default
             if isinstance(default, timedelta):
-                value = parse_duration(value, key)
+                value = parse_duration(value, key, _rule_of(key))
             elif key == "status":
                 value = EntityStatus(value)
             elif key in ("created_at_utc", "updated_at_utc"):
@@ -234,24 +238,44 @@ QUEUE_PROPERTY_NAMES = QueueProperties.settable()
 
 
 _INT32_MAX = 2_147_483_647  # Service Bus stores max_delivery_count as a 32-bit int
+# The rule that bounds each property, cited by its errors; S17.1 (an error names what was
+# wrong and with which value) for the few no rule of their own bounds.
+_RULES = {"lock_duration": "S5.2", "default_message_time_to_live": "S8.1",
+          "duplicate_detection_history_time_window": "S11.1", "auto_delete_on_idle": "S16.3",
+          "requires_session": "S10.1", "requires_duplicate_detection": "S11.1",
+          "dead_lettering_on_message_expiration": "S8.2", "enable_partitioning": "S1.2",
+          "dead_lettering_on_filter_evaluation_exceptions": "S7.3",
+          "max_delivery_count": "S6.7", "max_size_in_megabytes": "S1.6",
+          "max_message_size_in_kilobytes": "S2.4", "status": "S16.1",
+          "forward_to": "S13.1", "forward_dead_lettered_messages_to": "S13.1"}
+
+
+def _rule_of(key: str) -> str:
+    """The id of the rule that bounds property ``key``."""
+    return _RULES.get(key, "S17.1")
+
+
+def _coerce_duration(key: str, value: object) -> timedelta:
+    duration = parse_duration(value, key, _rule_of(key))
+    low, high = _DURATION_BOUNDS[key]
+    if is_never(duration) and is_never(high):
+        return NEVER
+    if not low <= duration <= high:
+        raise InvalidOperationError(
+            f"{key}={format_duration(duration)} is out of range "
+            f"{format_duration(low)}..{'never' if is_never(high) else format_duration(high)} "
+            f"({_rule_of(key)})")
+    return duration
 
 
 def _coerce(key: str, value: object, sku: Sku) -> object:
     """Check one property's type and range; return its normalized value."""
     if key in _DURATION_BOUNDS:
-        duration = parse_duration(value, key)
-        low, high = _DURATION_BOUNDS[key]
-        if is_never(duration) and is_never(high):
-            return NEVER
-        if not low <= duration <= high:
-            raise InvalidOperationError(
-                f"{key}={format_duration(duration)} is out of range "
-                f"{format_duration(low)}..{'never' if is_never(high) else format_duration(high)}"
-            )
-        return duration
+        return _coerce_duration(key, value)
     if key in _BOOLS:
         if not isinstance(value, bool):
-            raise InvalidOperationError(f"{key} must be True or False, got {value!r}")
+            raise InvalidOperationError(
+                f"{key} must be True or False, got {value!r:.80} ({_rule_of(key)})")
         return value
     if key == "max_delivery_count":
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _INT32_MAX:
@@ -285,16 +309,17 @@ def _coerce(key: str, value: object, sku: Sku) -> object:
             return EntityStatus(value)
         except ValueError:
             allowed = ", ".join(s.value for s in EntityStatus)
-            raise InvalidOperationError(f"status {value!r} is not one of {allowed}") from None
+            raise InvalidOperationError(
+                f"status {value!r:.80} is not one of {allowed} (S16.1)") from None
     if key in ("forward_to", "forward_dead_lettered_messages_to"):
         return None if value in (None, "") else validate_entity_path(value, key)
     if key == "user_metadata":
         if value is not None and (not isinstance(value, str) or len(value) > 1024):
             raise InvalidOperationError(
-                f"user_metadata must be a string of at most 1024 characters, got {value!r}"
-            )
+                f"user_metadata must be a string of at most 1024 characters, got {value!r:.80} "
+                "(S17.1)")
         return value
-    raise InvalidOperationError(f"{key!r} is not a settable property")  # pragma: no cover
+    raise InvalidOperationError(f"{key!r} is not a settable property (S17.1)")  # pragma: no cover
 
 
 def build_properties(
@@ -315,11 +340,11 @@ def build_properties(
     """
     allowed = kind.settable()
     what = kind.__name__.removesuffix("Properties").lower()
-    unknown = sorted(set(overrides) - allowed)
+    unknown = sorted(str(key) for key in set(overrides) - allowed)  # keys of any type
     if unknown:
         raise InvalidOperationError(
             f"unknown {what} propert{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(allowed))}"
+            f"known: {', '.join(sorted(allowed))} (S17.1)"
         )
     values: dict[str, Any] = {k: _coerce(k, v, sku) for k, v in overrides.items()}
     if base is None:

@@ -11,12 +11,14 @@ Why lark: docs/decisions/009-topics.md.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 
+from sbqueue.core.sizes import is_utf8
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "Remove",
     "Set",
     "Unary",
+    "check_parameters",
     "parse_action",
     "parse_filter",
 ]
@@ -380,17 +383,32 @@ def _refuse(kind: str, text: str, message: str, line: int | None, column: int | 
     return InvalidOperationError(f"invalid SQL {kind} {text!r}{where}: {message} (S15.7)")
 
 
+def check_parameters(parameters: object) -> dict[str, Any]:
+    """A filter's or action's ``@parameters`` as a dict (S15.7): a list, a str or a name that
+    is not a str would otherwise fail as a raw TypeError, ValueError or AttributeError."""
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, Mapping) or not all(isinstance(k, str) for k in parameters):
+        raise InvalidOperationError(
+            f"SQL parameters {parameters!r:.80} are not a map from str names to values (S15.7)")
+    return dict(parameters)
+
+
 def _parse(kind: str, start: str, text: object, parameters: dict[str, Any] | None) -> Any:
     if not isinstance(text, str) or not text.strip():
         raise InvalidOperationError(f"SQL {kind} {text!r}: an expression is required (S15.7)")
     if len(text) > MAX_EXPRESSION_LENGTH:
         raise InvalidOperationError(f"SQL {kind} of {len(text)} characters: at most "
                                     f"{MAX_EXPRESSION_LENGTH} (S15.4)")
+    if not is_utf8(text):
+        raise InvalidOperationError(
+            f"SQL {kind} {text!r} holds a lone surrogate; UTF-8 cannot store it (S15.7)")
+    values = check_parameters(parameters)
     try:
         tree = _parser(start).parse(text)
         if _nesting(tree) > MAX_NESTING:
             raise _refuse(kind, text, f"nested more than {MAX_NESTING} levels deep", None, None)
-        return _Build(parameters or {}).transform(tree)
+        return _Build(values).transform(tree)
     except UnexpectedCharacters as exc:
         raise _refuse(kind, text, f"unexpected character {text[exc.pos_in_stream or 0]!r}",
                       exc.line, exc.column) from None

@@ -6,6 +6,7 @@ one tree, so matching has a single Python evaluator and a single Spark compiler.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,9 +20,11 @@ from sbqueue.core.rule_syntax import (
     Logical,
     Node,
     Property,
+    check_parameters,
     parse_action,
     parse_filter,
 )
+from sbqueue.core.sizes import is_utf8
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = [
@@ -48,7 +51,7 @@ class SqlRuleFilter:
 
     def __init__(self, sql_expression: str, parameters: dict[str, Any] | None = None) -> None:
         self.sql_expression = sql_expression
-        self.parameters = dict(parameters or {})
+        self.parameters = check_parameters(parameters)
 
     def tree(self) -> Node:
         return parse_filter(self.sql_expression, self.parameters)
@@ -102,17 +105,24 @@ class CorrelationRuleFilter:
         self.session_id = session_id
         self.reply_to_session_id = reply_to_session_id
         self.content_type = content_type
+        if properties is not None and not isinstance(properties, Mapping):
+            raise InvalidOperationError(
+                f"correlation filter properties {properties!r:.80} are not a map (S15.3)")
         self.properties = dict(properties or {})
 
     def tree(self) -> Node:
-        terms: list[Node] = [Binary("=", Property("sys", column), Literal(getattr(self, attr)))
-                             for attr, column in _CORRELATION_FIELDS.items()
-                             if getattr(self, attr) is not None]
+        terms: list[Node] = []
+        for attr, column in _CORRELATION_FIELDS.items():
+            value = getattr(self, attr)
+            if value is not None:
+                _check_correlation_value(attr, value, (str,))
+                terms.append(Binary("=", Property("sys", column), Literal(value)))
         for key, value in self.properties.items():
-            if not isinstance(value, (str, int, float, bool)):
+            if not isinstance(key, str) or not is_utf8(key):
                 raise InvalidOperationError(
-                    f"correlation filter property {key!r}={value!r}: allowed types are "
-                    "string, int, float, bool (S15.3)")
+                    f"correlation filter property name {key!r:.80} is not a str UTF-8 can store "
+                    "(S15.3)")
+            _check_correlation_value(key, value, (str, int, float, bool))
             terms.append(Binary("=", Property("user", key), Literal(value)))
         if not terms:
             raise InvalidOperationError(
@@ -137,6 +147,19 @@ class CorrelationRuleFilter:
     __hash__ = None  # type: ignore[assignment]
 
 
+def _check_correlation_value(name: str, value: object, kinds: tuple[type, ...]) -> None:
+    """S15.3: a system field is a str, a user property a str, int (64-bit), float or bool;
+    anything else would only fail later, when a send is matched in Spark."""
+    allowed = ", ".join(k.__name__ for k in kinds)
+    if not isinstance(value, kinds) or (isinstance(value, str) and not is_utf8(value)):
+        raise InvalidOperationError(
+            f"correlation filter {name!r}={value!r:.80}: allowed types are {allowed}, text "
+            "that UTF-8 can store (S15.3)")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise InvalidOperationError(
+            f"correlation filter {name!r}={value}: outside 64-bit integers (S15.3)")
+
+
 RuleFilter = SqlRuleFilter | CorrelationRuleFilter
 
 
@@ -145,7 +168,7 @@ class SqlRuleAction:
 
     def __init__(self, sql_expression: str, parameters: dict[str, Any] | None = None) -> None:
         self.sql_expression = sql_expression
-        self.parameters = dict(parameters or {})
+        self.parameters = check_parameters(parameters)
 
     def statements(self) -> tuple[Action, ...]:
         return parse_action(self.sql_expression, self.parameters)

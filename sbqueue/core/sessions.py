@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from sbqueue.core.expr import Expr, col, lit
-from sbqueue.core.sizes import MAX_ID_LENGTH
+from sbqueue.core.sizes import MAX_ID_LENGTH, is_utf8
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
 __all__ = [
@@ -31,14 +31,14 @@ def session_held(token: str, now: datetime) -> Expr:
 
 
 def check_session_id(session_id: object) -> str:
-    """A session id a receiver can ask for (S2.2, S10.2)."""
-    if not isinstance(session_id, str) or not session_id:
+    """A session id a receiver can ask for (S2.2, S10.2): one a message can carry."""
+    if not isinstance(session_id, str) or not session_id or not is_utf8(session_id):
         raise InvalidOperationError(
-            f"session_id {session_id!r} is not a non-empty string (S10.2)")
+            f"session_id {session_id!r:.80} is not a non-empty string UTF-8 can store (S10.2)")
     if len(session_id) > MAX_ID_LENGTH:
         raise InvalidOperationError(
-            f"session_id of {len(session_id)} characters; at most {MAX_ID_LENGTH} "
-            "(S2.2)")
+            f"session_id {session_id[:40]!r}... of {len(session_id)} characters; at most "
+            f"{MAX_ID_LENGTH} (S2.2)")
     return session_id
 
 
@@ -48,6 +48,10 @@ def state_bytes(state: object, max_bytes: int) -> bytes | None:
     if state is None:
         return None
     if isinstance(state, str):
+        if not is_utf8(state):  # a lone surrogate: a raw UnicodeEncodeError otherwise
+            raise InvalidOperationError(
+                f"session state {state[:40]!r} holds a lone surrogate; UTF-8 cannot store it "
+                "(S10.5)")
         data = state.encode("utf-8")
     elif isinstance(state, (bytes, bytearray, memoryview)):
         data = bytes(state)

@@ -7,11 +7,11 @@ Spark job runs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sbqueue.exceptions import InvalidOperationError
+from sbqueue.store.variant import to_json
 
 __all__ = [
     "DEAD_LETTER_TEXT_LIMIT",
@@ -23,6 +23,7 @@ __all__ = [
     "batch_limit",
     "check_dead_letter_text",
     "entity_limit",
+    "is_utf8",
     "message_limit",
     "message_size",
 ]
@@ -52,18 +53,26 @@ def batch_limit(max_message_size_in_kilobytes: int | None) -> int:
     return STANDARD_MESSAGE_BYTES
 
 
-def _json_default(value: Any) -> str:
-    return str(value)
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` has UTF-8 bytes to count and store: a lone surrogate (``"\\ud800"``
+    in JSON, say) has none, and would fail later as a raw UnicodeEncodeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def message_size(body: bytes, strings: Iterable[str | None],
                  application_properties: Mapping[str, Any] | None) -> int:
-    """Body bytes + the UTF-8 bytes of every string property + the compact JSON of the
-    application properties: the header is everything but the body (S2.4)."""
-    header = sum(len(s.encode("utf-8")) for s in strings if s is not None)
-    if application_properties:
-        header += len(json.dumps(application_properties, separators=(",", ":"),
-                                 default=_json_default).encode("utf-8"))
+    """Body bytes + the UTF-8 bytes of every string property + the UTF-8 bytes of the
+    application properties' JSON as the engine writes it (``store.variant.to_json``, the
+    engine being the final judge): the header is everything but the body (S2.4). Text
+    without UTF-8 bytes counts as its escaped form (``validate`` refuses it first)."""
+    header = sum(len(s.encode("utf-8", "backslashreplace")) for s in strings if s is not None)
+    if application_properties is not None:
+        text = to_json({str(k): v for k, v in application_properties.items()})
+        header += len(text.encode("utf-8", "backslashreplace"))
     return len(body) + header
 
 
@@ -75,9 +84,15 @@ def entity_limit(max_size_in_megabytes: int, partition_count: int) -> int:
 
 
 def check_dead_letter_text(reason: str | None, description: str | None) -> None:
-    """S6.4: a dead-letter reason and description are at most 4096 characters each."""
+    """S6.4: a dead-letter reason and description are strings (or None) of at most 4096
+    characters each, that UTF-8 can store."""
     for what, text in (("reason", reason), ("error_description", description)):
-        if text is not None and len(text) > DEAD_LETTER_TEXT_LIMIT:
+        if text is None:
+            continue
+        if not isinstance(text, str) or not is_utf8(text):
             raise InvalidOperationError(
-                f"dead-letter {what} is {len(text)} characters; at most "
+                f"dead-letter {what} {text!r:.80} is not a str that UTF-8 can store (S6.4)")
+        if len(text) > DEAD_LETTER_TEXT_LIMIT:
+            raise InvalidOperationError(
+                f"dead-letter {what} {text[:40]!r}... is {len(text)} characters; at most "
                 f"{DEAD_LETTER_TEXT_LIMIT} (S6.4)")

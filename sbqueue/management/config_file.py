@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sbqueue.core.names import name_key, validate_entity_path, validate_short_name
 from sbqueue.core.properties import (
     QueueProperties,
     SubscriptionProperties,
@@ -49,9 +51,9 @@ def strip_comments(text: str) -> str:
     i = 0
     while i < len(text):
         ch = text[i]
-        if in_string:
-            escaped = ch == "\\" and not escaped
-            in_string = not (ch == '"' and not escaped)
+        if in_string:  # the character after a backslash is escaped, a quote among them
+            in_string = escaped or ch != '"'
+            escaped = not escaped and ch == "\\"
         elif ch == '"':
             in_string = True
         elif text.startswith("//", i):
@@ -93,11 +95,17 @@ def _list(parent: dict[str, Any], key: str, where: _Where) -> list[Any]:
     return value
 
 
-def _name(element: dict[str, Any], where: _Where) -> str:
+def _name(element: dict[str, Any], where: _Where,
+          check: Callable[[object, str], str] = validate_short_name) -> str:
+    """The element's ``Name``, checked now (S1.7): a bad name found while creating would
+    leave the elements before it created."""
     name = element.get("Name")
     if not isinstance(name, str) or not name:
-        raise (where / "Name").fail(f"a name is required, got {name!r}")
-    return name
+        raise (where / "Name").fail(f"a name is required, got {name!r:.80}")
+    try:
+        return check(name, "name")
+    except InvalidOperationError as exc:
+        raise (where / "Name").fail(str(exc)) from None
 
 
 def _properties(element: dict[str, Any], where: _Where) -> dict[str, Any]:
@@ -114,24 +122,46 @@ class ConfigPlan:
     topics: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     subscriptions: list[tuple[str, str, dict[str, Any], list[RuleProperties]]] = field(
         default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)  # name key -> "queue" or "topic"
+
+    def _claim(self, name: str, kind: str, where: _Where) -> None:
+        """Queues and topics share one name space, without case (S1.7): a file naming both
+        would have one created and the other refused part way."""
+        other = self.kinds.setdefault(name_key(name), kind)
+        if other != kind:
+            raise (where / "Name").fail(f"{name!r} is also the name of a {other} (S1.7)")
 
     def add_queue(self, element: dict[str, Any], where: _Where, check: Any) -> None:
-        name, props = _name(element, where), _properties(element, where)
+        name = _name(element, where, validate_entity_path)
+        props = _properties(element, where)
         check(QueueProperties, name, props, where / "Properties")
+        self._claim(name, "queue", where)
         self.queues.append((name, props))
 
     def add_topic(self, element: dict[str, Any], where: _Where, check: Any) -> None:
-        name, props = _name(element, where), _properties(element, where)
+        name = _name(element, where, validate_entity_path)
+        props = _properties(element, where)
         check(TopicProperties, name, props, where / "Properties")
+        self._claim(name, "topic", where)
         self.topics.append((name, props))
         for i, sub in enumerate(_list(element, "Subscriptions", where)):
             at = where / "Subscriptions" / i
             sub = _object(sub, at)
             sub_name, sub_props = _name(sub, at), _properties(sub, at)
             check(SubscriptionProperties, sub_name, sub_props, at / "Properties")
-            rules = [_rule(_object(r, at / "Rules" / k), at / "Rules" / k)
-                     for k, r in enumerate(_list(sub, "Rules", at))]
-            self.subscriptions.append((name, sub_name, sub_props, rules))
+            self.subscriptions.append((name, sub_name, sub_props, _rules(sub, at)))
+
+
+def _rules(sub: dict[str, Any], at: _Where) -> list[RuleProperties]:
+    """A subscription's rules, their names unique without case (S1.7): a second rule of one
+    name would be refused after the subscription was created."""
+    rules: list[RuleProperties] = []
+    for k, element in enumerate(_list(sub, "Rules", at)):
+        rule = _rule(_object(element, at / "Rules" / k), at / "Rules" / k)
+        if any(name_key(r.name) == name_key(rule.name) for r in rules):
+            raise (at / "Rules" / k / "Name").fail(f"a second rule named {rule.name!r} (S1.7)")
+        rules.append(rule)
+    return rules
 
 
 def _filter(props: dict[str, Any], where: _Where) -> RuleFilter:
@@ -167,19 +197,28 @@ def _rule(element: dict[str, Any], where: _Where) -> RuleProperties:
         raise (where / "Properties").fail(str(exc)) from None
 
 
+def _parse_json(text: str, path: str | Path) -> Any:
+    """The document; not JSON, or JSON that ``json`` cannot take (nested past the recursion
+    limit, an integer of more than 4300 digits), is refused with the file's path."""
+    try:
+        return json.loads(strip_comments(text))
+    except json.JSONDecodeError as exc:
+        raise InvalidOperationError(
+            f"Config.json {path}: not JSON at line {exc.lineno}, column {exc.colno}: "
+            f"{exc.msg} (S15.8)") from None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidOperationError(
+            f"Config.json {path}: JSON that cannot be read: {str(exc)[:80]} (S15.8)") from None
+
+
 def read_config(path: str | Path, check: Any) -> ConfigPlan:
     """Parse and check the file; ``check(kind, name, props, where)`` validates properties
     (raising InvalidOperationError). Nothing is created here."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InvalidOperationError(f"Config.json {path}: cannot read it: {exc} (S15.8)") from None
-    try:
-        doc = json.loads(strip_comments(text))
-    except json.JSONDecodeError as exc:
-        raise InvalidOperationError(
-            f"Config.json {path}: not JSON at line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg} (S15.8)") from None
+    doc = _parse_json(text, path)
     root = _Where()
     user = _object(_object(doc, _Where("(file)")).get("UserConfig"), root)
     plan = ConfigPlan()

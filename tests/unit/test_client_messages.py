@@ -44,17 +44,18 @@ def test_s2_1_body_is_str_or_bytes() -> None:
 
 def test_s2_4_size_counts_body_and_every_property() -> None:
     bare = ServiceBusMessage(b"x" * 100)
-    assert bare.size_in_bytes == 100
-    dressed = ServiceBusMessage(b"x" * 100, subject="abc", application_properties={"k": 1})
-    assert dressed.size_in_bytes == 100 + 3 + len('{"k":1}')
+    assert bare.size_in_bytes == 100 + 32  # the uuid4 hex message_id it is sent with (S2.6)
+    dressed = ServiceBusMessage(b"x" * 100, subject="abc", application_properties={"k": 1},
+                                message_id="m")
+    assert dressed.size_in_bytes == 100 + 3 + 1 + len('{"k":1}')
     assert message_size(b"", ["é"], None) == 2
 
 
 def test_s2_4_a_full_batch_refuses_the_next_message() -> None:
     batch = ServiceBusMessageBatch(max_size_in_bytes=1000)
-    batch.add_message(ServiceBusMessage(b"x" * 600))
+    batch.add_message(ServiceBusMessage(b"x" * 599, message_id="a"))
     with pytest.raises(MessageSizeExceededError, match="600 of 1000"):
-        batch.add_message(ServiceBusMessage(b"x" * 500))
+        batch.add_message(ServiceBusMessage(b"x" * 499, message_id="b"))
     assert len(batch) == 1 and batch.size_in_bytes == 600
     assert isinstance(MessageSizeExceededError("x"), ValueError)  # as in the SDK (S17)
 
