@@ -55,7 +55,13 @@ from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.numbers import send_numbers
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.quota import Quota
-from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
+from sbqueue.engine.reads import (
+    count_messages,
+    inbox_bound,
+    last_commit,
+    may_hold_windows,
+    messages,
+)
 from sbqueue.engine.receive import (
     Attempt,
     ReceiveResult,
@@ -67,7 +73,6 @@ from sbqueue.engine.receive_range import (
     MIN_RANGE,
     Span,
     frame_spans,
-    holds_ranges,
     materialize_lapsed,
     ranges_in,
     receive_ranges,
@@ -536,7 +541,7 @@ class Entity:
                          description: str | None = None) -> SettleResult:
         """Settle the rows of ``batch`` whose locks are valid; report the others."""
         ranged, done = SettleResult(), set[tuple[int, str]]()
-        if self._may_range() and holds_ranges(self.ledger):
+        if self._may_range() and may_hold_windows(self.ledger, (Lane.MAIN,)):
             spans = frame_spans(batch)
             self._check_settle(kind, sorted({p for p, _ in spans}))
             ranged, done = self._settle_ranges(spans, kind)

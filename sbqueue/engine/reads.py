@@ -9,6 +9,7 @@ final number as soon as its send returns, and nothing is committed to show it (S
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame
@@ -37,6 +38,7 @@ __all__ = [
     "count_messages",
     "inbox_bound",
     "last_commit",
+    "may_hold_windows",
     "messages",
     "messages_sql",
 ]
@@ -189,11 +191,15 @@ def messages(inbox: Inbox, ledger: Ledger, internal: bool = False,
     """Every message of the entity, as its Spark SQL view shows it at the clock's now (the
     windows' part only where the ledger may hold a window: read on the driver)."""
     return ledger.spark.sql(messages_sql(inbox, ledger, internal, dedupe, target, utcnow(),
-                                         windows=_may_hold_windows(ledger)))
+                                         windows=may_hold_windows(ledger)))
 
 
-def _may_hold_windows(ledger: Ledger) -> bool:
-    found = ledger.scan_here({"lane": [Lane.TRANSFER, Lane.MAIN]}, ["row_type"],
+def may_hold_windows(ledger: Ledger, lanes: Sequence[str] = (Lane.TRANSFER, Lane.MAIN)
+                     ) -> bool:
+    """Whether ``lanes`` may hold a ``w`` row (a forwarding window, a range lock): a driver
+    read, True where it cannot tell, so that a reader pays for windows only where they
+    may be."""
+    found = ledger.scan_here({"lane": list(lanes)}, ["row_type"],
                              lambda r: r["row_type"] == WINDOW)
     return found is None or bool(found)
 

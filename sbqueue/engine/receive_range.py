@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
     from sbqueue.engine.ledger import Ledger
 
-__all__ = ["MIN_RANGE", "Span", "frame_spans", "holds_ranges", "materialize_lapsed", "ranges_in",
+__all__ = ["MIN_RANGE", "Span", "frame_spans", "materialize_lapsed", "ranges_in",
            "receive_ranges", "settle_ranges", "spans_of"]
 
 MIN_RANGE = 1_000  # a receive asking fewer messages locks them one by one (as before)
@@ -123,14 +123,6 @@ class Span:
 
 
 Key = tuple[int, str]  # (partition, lock token)
-
-
-def holds_ranges(ledger: Ledger) -> bool:
-    """Whether the main lane may hold a range lock (a driver read; True where it cannot
-    tell), so that a settlement pays for range checks only where ranges may be."""
-    found = ledger.scan_here({"lane": [Lane.MAIN]}, ["row_type"],
-                             lambda r: r["row_type"] == WINDOW)
-    return found is None or bool(found)
 
 
 def spans_of(locks: Iterable[tuple[int, str]]) -> dict[Key, Span]:
