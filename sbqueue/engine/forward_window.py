@@ -54,6 +54,7 @@ from sbqueue.engine.receive import (
 )
 from sbqueue.engine.receive_small import cursor_row
 from sbqueue.engine.schema import (
+    COPY_BITS,
     INBOX_SCHEMA,
     LEDGER_COLUMNS,
     TRANSACTION_SEND_PREFIX,
@@ -197,14 +198,16 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     end = min(latest, start + WINDOW_VERSIONS)
     if end <= start - 1:
         return _Head([], 0, False, True)
-    head = source.inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP,
-                                            _head_filter(cursors, end))
-    if head is None:
-        return None
-    head = _after(head, cursors, source.target)
     rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
-    windows, stopped, numbered = _windows(head, cursors, committed, ctx, limit, token, rule,
-                                          lane)
+    how = (ctx, limit, token, rule, lane)
+    decided: _Decided | None = None
+    for span in _reaches(limit, source.target) if start == end else [None]:
+        decided = _decide(source, cursors, committed, (start, end), span, how)
+        if decided is None or decided[1]:
+            break  # not readable here, or windows taken: the last span read stands
+    if decided is None:
+        return None
+    head, windows, stopped, numbered = decided
     busy = set(head.column("partition_id").to_pylist())
     idle = [c for c in cursors if end < latest and c.partition not in busy
             and (c.version, c.position) < (end, MAX_INDEX)]
@@ -216,17 +219,70 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
         ledger_lanes = sorted({Lane.MAIN, lane})
         source.ledger.merge_rows(moves + adds, sorted({int(m["partition_id"]) for m in moves}),
                                  ledger_lanes)
-    return _Head(windows, limit if stopped and not windows else 0, bool(moves), end == latest,
-                 numbered)
+    return _Head(windows, limit if stopped and not windows else 0, bool(moves),
+                 end == latest and span is None, numbered)
 
 
-def _head_filter(cursors: list[Cursor], end: int) -> str:
+def _reaches(limit: int, target: str | None) -> list[_Reach | None]:
+    """How far a claim reading one commit reads each partition past its cursor, tried in
+    turn until one yields a window: twice what it may take; that, in the next Spark task's
+    block of batch indexes (``monotonically_increasing_id`` starts each task at ``task <<
+    33``); then all of it (None). A drain of one large send reads about what a round takes,
+    not all that is left, so its cost does not grow with the backlog. A topic's copies of
+    one message take ``1 << COPY_BITS`` indexes."""
+    shift = COPY_BITS if target is not None else 0
+    return [_Reach(2 * limit << shift, 0), _Reach(2 * limit << shift, _TASK_BITS + shift), None]
+
+
+_TASK_BITS = 33  # a send's batch indexes: the Spark task in the bits above (engine.send)
+
+
+@dataclass(frozen=True)
+class _Reach:
+    """A bound on a partition's head read: ``width`` indexes past its cursor, or, with
+    ``block`` bits, past the start of the block after the cursor's."""
+
+    width: int
+    block: int
+
+    def bound(self, position: int) -> int:
+        if not self.block:
+            return position + self.width
+        return ((max(position, 0) >> self.block) + 1 << self.block) + self.width
+
+
+_Decided = tuple[pa.Table, list["ForwardWindow"], bool, pa.Table]
+
+
+def _decide(source: Entity, cursors: list[Cursor], committed: set[str],
+            versions: tuple[int, int], span: _Reach | None, how: tuple[Any, ...]
+            ) -> _Decided | None:
+    """The head read after ``cursors`` (each partition up to ``span`` indexes past its
+    cursor, where given: a prefix of its rows) and the windows decided over it; None:
+    not readable here."""
+    ctx, limit, token, rule, lane = how
+    start, end = versions
+    head = source.inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP,
+                                            _head_filter(cursors, end, span))
+    if head is None:
+        return None
+    head = _after(head, cursors, source.target)
+    windows, stopped, numbered = _windows(head, cursors, committed, ctx, limit, token, rule,
+                                          lane)
+    return head, windows, stopped, numbered
+
+
+def _head_filter(cursors: list[Cursor], end: int, span: _Reach | None = None) -> str:
     """The head rows a claim reading up to version ``end`` may take, as a filter that
     prunes files: a cursor in that last version skips the rows before it (a drain of one
-    large send reads what is left of it, not all of it)."""
+    large send reads what is left of it, not all of it) and, given ``span``, the rows
+    more than ``span`` indexes after it."""
     def one(c: Cursor) -> str:
         mine = f"partition_id = {c.partition}"
-        return f"({mine} AND batch_index > {c.position})" if c.version == end else mine
+        if c.version != end:
+            return mine
+        upto = "" if span is None else f" AND batch_index <= {span.bound(c.position)}"
+        return f"({mine} AND batch_index > {c.position}{upto})"
     return " OR ".join(one(c) for c in cursors)
 
 

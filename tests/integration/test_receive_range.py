@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sbqueue.core.clock import utcnow
+from sbqueue.core.routing import partition_for
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive_range import MIN_RANGE
 from sbqueue.engine.schema import WINDOW
@@ -119,4 +120,28 @@ def test_s6_1_ranges_are_found_with_spark_where_the_driver_cannot_scan(admin, sp
     result = queue.complete_dataframe(got)
 
     assert (result.settled, result.lock_lost, result.already_settled) == (MIN_RANGE, [], [])
+    assert queue.counts()["total"] == 0
+
+
+@pytest.mark.slow  # the default run keeps the whole-range case
+def test_s5_4_a_drain_of_one_large_send_reads_each_round_past_its_span(admin, spark) -> None:
+    """Once every partition's cursor is in one commit, a claim reads each partition only a
+    span past its cursor (decision 018); a partition whose rows all lie further on is
+    still reached, by range, once the rows within the span are gone."""
+    admin.create_queue("spans", enable_partitioning=True, lock_duration=LOCK)
+    queue = admin.namespace.entity("spans")
+    assert partition_for("a", 16) != partition_for("b", 16)
+    spread, block = MIN_RANGE // 2, 2 * MIN_RANGE  # unkeyed rows first: every partition
+    queue.send_dataframe(spark.range(spread + 2 * block).selectExpr(  # moves its cursor
+        "CAST(id AS STRING) AS body",
+        f"CASE WHEN id >= {spread + block} THEN 'b' WHEN id >= {spread} THEN 'a' END"
+        " AS partition_key"))
+
+    seen: list[int] = []
+    while (got := queue.receive_dataframe(MIN_RANGE).localCheckpoint()).count():
+        assert _ledger_kinds(queue).get("m", 0) == 0  # every round a range lock
+        seen += [int(r[0]) for r in got.select("sequence_number").collect()]
+        assert queue.complete_dataframe(got).settled == got.count()
+
+    assert len(seen) == len(set(seen)) == spread + 2 * block
     assert queue.counts()["total"] == 0

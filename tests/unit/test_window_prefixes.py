@@ -8,7 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbqueue.engine.forward_window import _prefixes
+from sbqueue.engine.forward_window import _head_filter, _prefixes, _reaches
+from sbqueue.engine.receive import Cursor
+from sbqueue.engine.schema import COPY_BITS
 
 
 def _by_rows(parts: list[int], block: list[bool], limit: int) -> tuple[list[int], set[int]]:
@@ -48,3 +50,21 @@ def test_a_partition_stops_at_its_first_blocked_row_and_others_go_on() -> None:
     taken, first_block = _prefixes(parts, block, 10)
     assert taken.tolist() == [0, 1, 3, 5]
     assert first_block == [2]
+
+
+def test_a_claim_over_one_commit_reads_a_span_then_the_next_task_block_then_all() -> None:
+    """Decision 018: a claim whose cursors are all in one commit reads each partition only
+    a span past its cursor; a Spark send's next task starts its indexes at ``task << 33``,
+    so the second reach is a span into the next block; the last reads all that is left."""
+    first, block, everything = _reaches(1_000, None)
+    assert first is not None and block is not None
+    assert (first.bound(4_999), block.bound(4_999), everything) == (6_999, (1 << 33) + 2_000,
+                                                                    None)
+    assert block.bound((1 << 33) + 5) == (2 << 33) + 2_000
+    topic_first, _, _ = _reaches(1_000, "sub")
+    assert topic_first is not None
+    assert topic_first.bound(0) == 2_000 << COPY_BITS  # a message's copies take 4096 indexes
+    cursors = [Cursor(0, 7, 10, 3, 1), Cursor(1, 6, 2, 1, 1)]
+    assert _head_filter(cursors, 7, first) == (
+        "(partition_id = 0 AND batch_index > 10 AND batch_index <= 2010) OR partition_id = 1")
+    assert _head_filter(cursors, 7) == "(partition_id = 0 AND batch_index > 10) OR partition_id = 1"
