@@ -153,9 +153,13 @@ class ServiceBusAdministrationClient:
         return {**changes, **overrides}
 
     def _update(self, kind: str, current: D, given: Any, overrides: dict[str, Any]) -> D:
-        props = self._build(type(current), current.name,
-                            self._changes(kind, given, current, overrides), base=current)
-        return self.namespace.catalog.replace(kind, props)
+        """Apply the asked changes to the stored definition by a conditional write: if
+        another process changed it since, they are re-applied to its version, so neither
+        update is lost (decision 020)."""
+        changes = self._changes(kind, given, current, overrides)
+        topic = getattr(current, "topic_name", None) if kind == "subscription" else None
+        return self.namespace.catalog.update(kind, current.name, topic, lambda fresh: self._build(
+            type(fresh), fresh.name, dict(changes), base=fresh))
 
     @staticmethod
     def _name_of(given: Any) -> str:
