@@ -50,7 +50,7 @@ from sbqueue.management.runtime import (
     subscription_runtime,
     topic_runtime,
 )
-from sbqueue.store.documents import LocalDocumentStore, is_local, local_path
+from sbqueue.store.documents import LocalDocumentStore, delta_documents, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,7 +100,7 @@ class ServiceBusAdministrationClient:
     def _definitions(self) -> Catalog:
         """The catalog, for reading definitions: a local namespace is read without starting
         Spark (so ``queue list`` answers at once)."""
-        if self._namespace is None and is_local(self._namespace_root):
+        if self._namespace is None and not delta_documents(self._namespace_root):
             root = normalize_root(self._namespace_root)
             return Catalog(LocalDocumentStore(local_path(root)), root)
         return self.namespace.catalog
@@ -108,7 +108,7 @@ class ServiceBusAdministrationClient:
     def _settings(self) -> NamespaceProperties:
         """The namespace's SKU and partitions, without creating a local namespace that does
         not exist yet (a refused create leaves no folder behind)."""
-        if self._namespace is None and is_local(self._namespace_root):
+        if self._namespace is None and not delta_documents(self._namespace_root):
             found = self._definitions.namespace()
             return found or NamespaceProperties(name=normalize_root(self._namespace_root),
                                                 sku=Sku.STANDARD, messaging_partitions=1)

@@ -35,6 +35,7 @@ __all__ = [
     "DocumentExists",
     "DocumentStore",
     "LocalDocumentStore",
+    "delta_documents",
     "is_local",
     "local_path",
     "open_document_store",
@@ -303,9 +304,22 @@ def _retry_conflicts(operation: Callable[[], Any], attempts: int = 8) -> Any:
     return None
 
 
+_DOCUMENTS = "SBQUEUE_DOCUMENTS"  # "delta": the object stores' catalog on a local folder too
+
+
+def delta_documents(root: str) -> bool:
+    """Whether the catalog at ``root`` is the Delta document store: on object stores, and
+    on a local folder where ``SBQUEUE_DOCUMENTS=delta`` asks for it (so tests run the
+    object-store path on this machine, decision 020)."""
+    chosen = os.environ.get(_DOCUMENTS, "").strip().lower()
+    if chosen not in ("", "local", "delta"):
+        raise ValueError(f"{_DOCUMENTS}={chosen!r}: expected 'delta' or 'local' (or unset)")
+    return not is_local(root) or chosen == "delta"
+
+
 def open_document_store(root: str, spark: Any | None = None) -> DocumentStore:
-    if is_local(root):
+    if not delta_documents(root):
         return LocalDocumentStore(local_path(root))
     if spark is None:
         raise ValueError(f"a SparkSession is needed to reach {root}")
-    return DeltaDocumentStore(spark, root)
+    return DeltaDocumentStore(spark, str(local_path(root)) if is_local(root) else root)
