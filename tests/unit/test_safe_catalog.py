@@ -99,7 +99,7 @@ def test_s1_7_a_creating_or_deleting_definition_is_no_entity(catalog: Catalog) -
     assert catalog.list_queues() == [] and catalog.pending("queue", "q") is not None
     _, marked = catalog.mark_deleting("queue", "q")
     assert not marked  # deleting already: a second delete finishes, not starts
-    with pytest.raises(MessagingEntityNotFoundError, match="deleted .* while it was being"):
+    with pytest.raises(MessagingEntityNotFoundError, match=r"deleted .* while it was being"):
         catalog.publish("queue", props)  # a deleting definition never becomes ready
     assert not catalog.forget("queue", "q", None, "another-id")
     assert catalog.forget("queue", "q", None, props.entity_id)
@@ -138,7 +138,7 @@ def test_an_update_that_always_loses_is_refused_clearly(catalog: Catalog,
         other.update("queue", "q", None, lambda p: _set(p, user_metadata=str(len(turns))))
         return _set(current, max_delivery_count=3)
 
-    with pytest.raises(StorageConflictError, match="queue 'q'.*kept changing.*nothing"):
+    with pytest.raises(StorageConflictError, match=r"queue 'q'.*kept changing.*nothing"):
         catalog.update("queue", "q", None, change)
     assert catalog.get_queue("q").max_delivery_count != 3
 
