@@ -23,6 +23,7 @@ from sbqueue.engine.entity import Entity
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.reads import messages_sql
+from sbqueue.engine.storage_guard import definition_guarded
 from sbqueue.engine.topic import Topic
 from sbqueue.exceptions import (
     InvalidOperationError,
@@ -162,6 +163,10 @@ class Namespace:
         A queue has an inbox and a ledger, a topic an inbox (its sends), a subscription a
         ledger (its copies); docs/decisions/001-storage-layout.md.
         """
+        with definition_guarded(f"{kind} {props.name!r}", "the create"):
+            return self._create_storage(kind, props, extra)
+
+    def _create_storage(self, kind: str, props: D, extra: dict[str, Any] | None) -> D:
         topic = getattr(props, "topic_name", None) if kind == "subscription" else None
         props.entity_id = ""
         for _ in range(3):  # a name left deleting by another caller is finished, then used
@@ -224,8 +229,9 @@ class Namespace:
         """Delete an entity: mark its definition deleting (it is gone from then on), drop
         its view and tables (a topic's subscriptions first), remove the definition. A
         delete that finds it deleting already finishes that one and reports it absent."""
-        props, marked = self.catalog.mark_deleting(kind, name, topic)
-        self._drop(kind, props)
+        with definition_guarded(f"{kind} {name!r}", "the delete"):
+            props, marked = self.catalog.mark_deleting(kind, name, topic)
+            self._drop(kind, props)
         if not marked:
             raise MessagingEntityNotFoundError(
                 f"{kind} {name!r} does not exist in {self.root} (it was being deleted)")

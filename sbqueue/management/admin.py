@@ -36,6 +36,7 @@ from sbqueue.core.rules import (
 )
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.namespace import Namespace, normalize_root
+from sbqueue.engine.storage_guard import definition_guarded
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessagingEntityAlreadyExistsError,
@@ -158,8 +159,10 @@ class ServiceBusAdministrationClient:
         update is lost (decision 020)."""
         changes = self._changes(kind, given, current, overrides)
         topic = getattr(current, "topic_name", None) if kind == "subscription" else None
-        return self.namespace.catalog.update(kind, current.name, topic, lambda fresh: self._build(
-            type(fresh), fresh.name, dict(changes), base=fresh))
+        with definition_guarded(f"{kind} {current.name!r}", "the update"):
+            return self.namespace.catalog.update(kind, current.name, topic, lambda fresh:
+                                                 self._build(type(fresh), fresh.name,
+                                                             dict(changes), base=fresh))
 
     @staticmethod
     def _name_of(given: Any) -> str:

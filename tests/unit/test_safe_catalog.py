@@ -168,3 +168,18 @@ def _set(props: QueueProperties, **changes: Any) -> QueueProperties:
     for key, value in changes.items():
         setattr(props, key, value)
     return props
+
+
+def test_an_admin_write_on_failing_storage_is_one_clear_error() -> None:
+    """A create, update or delete whose catalog or tables cannot be written names the
+    entity and the cause (decision 020; the rest of decision 019's 'not done')."""
+    import errno
+
+    from sbqueue.engine.storage_guard import definition_guarded
+    from sbqueue.exceptions import StorageFailureError
+
+    with pytest.raises(StorageFailureError, match=r"queue 'q'.*read-only; the update was not"), \
+            definition_guarded("queue 'q'", "the update"):
+        raise OSError(errno.EROFS, "Read-only file system")
+    with pytest.raises(KeyError), definition_guarded("queue 'q'", "the update"):
+        raise KeyError("x")
