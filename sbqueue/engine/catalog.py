@@ -146,8 +146,7 @@ class Catalog:
         return state_of(doc), _KINDS[kind].from_json(doc["properties"])
 
     def _docs(self, folder: str) -> list[Doc]:
-        docs = (self.documents.read(n) for n in self.documents.list(folder))
-        return [d for d in docs if d is not None]
+        return self.documents.read_all(folder)
 
     def entities(self, kind: str, topic: str | None = None, *, every: bool = False) -> list[Any]:
         """The ready entities of ``kind`` (of ``topic``); ``every``: in any state."""

@@ -13,6 +13,7 @@ stored body's hash, so Delta's optimistic concurrency lets only one of two write
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
 import hashlib
@@ -64,6 +65,7 @@ class DocumentStore(Protocol):
     def replace(self, name: str, doc: dict[str, Any], expected: str | None = None) -> None: ...
     def delete(self, name: str, expected: str | None = None) -> bool: ...
     def list(self, prefix: str = "") -> list[str]: ...
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]: ...
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]: ...
 
 
@@ -179,6 +181,11 @@ class LocalDocumentStore:
             if p.is_file() and not p.name.startswith(".")
         )
 
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]:
+        """The documents ``list(prefix)`` names (one gone meanwhile is left out)."""
+        docs = (self.read(n) for n in self.list(prefix))
+        return [d for d in docs if d is not None]
+
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
         """An exclusive lock across processes (flock) on ``<folder>/.locks/<name>``."""
@@ -270,12 +277,21 @@ class DeltaDocumentStore:
             raise DocumentConflict(name)
         return False
 
-    def list(self, prefix: str = "") -> list[str]:
+    def _under(self, prefix: str) -> builtins.list[tuple[str, str]]:
+        """(name, body) of the documents directly under ``prefix``, in one query."""
         from pyspark.sql import functions as F
 
         base = f"{prefix.rstrip('/')}/" if prefix else ""
-        rows = self._rows().where(F.col("name").startswith(base)).select("name")
-        return sorted(r[0] for r in rows.collect() if "/" not in r[0][len(base):])
+        rows = self._rows().where(F.col("name").startswith(base)).collect()
+        return sorted((r[0], r[1]) for r in rows if "/" not in r[0][len(base):])
+
+    def list(self, prefix: str = "") -> list[str]:
+        return [name for name, _ in self._under(prefix)]
+
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]:
+        """Every document under ``prefix`` in one Spark query (a listing read one by one
+        would be a query per entity)."""
+        return [dict(json.loads(body)) for _, body in self._under(prefix)]
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:

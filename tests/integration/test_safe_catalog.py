@@ -192,8 +192,10 @@ CHILD = textwrap.dedent(
     root, me, log_path, seed = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     rng = random.Random(seed)
     admin = ServiceBusAdministrationClient(root)
-    admin.namespace  # Spark started: from here on the clock of the kill runs
-    threading.Timer(rng.uniform(4, 14), lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+    admin.namespace  # Spark started
+    def kill():
+        os.kill(os.getpid(), signal.SIGKILL)
+    timer = threading.Timer(rng.uniform(3, 12), kill)  # runs from the first acknowledgement
     names = ["shared-0", "shared-1", f"own-{me}"]
     def field(n):
         return [{"max_delivery_count": 100 + n}, {"user_metadata": str(n)},
@@ -218,6 +220,8 @@ CHILD = textwrap.dedent(
             log.write(json.dumps({**record, "name": name, "me": me}) + "\\n")
             log.flush()
             os.fsync(log.fileno())
+            if not timer.is_alive():
+                timer.start()
     """
 )
 
