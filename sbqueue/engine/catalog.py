@@ -10,18 +10,25 @@ Layout under the namespace root::
 
 An entity's data folder is named by a fresh id, never by its name, so no name can reach
 outside the root and a re-created queue never sees the old one's data.
+
+A definition goes creating -> ready -> deleting (``core.lifecycle``); only ready ones are
+entities. Every change is a conditional write of the version read, retried on a conflict
+with a re-read and a re-applied change (docs/decisions/020-safe-catalog.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import random
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 from sbqueue.core.clock import utcnow
+from sbqueue.core.lifecycle import CREATING, DELETING, READY, is_ready, moved, revised, state_of
 from sbqueue.core.names import name_key
 from sbqueue.core.properties import (
     EntityDefinition,
@@ -36,8 +43,9 @@ from sbqueue.exceptions import (
     MessagingEntityAlreadyExistsError,
     MessagingEntityNotFoundError,
     ServiceBusQuotaExceededError,
+    StorageConflictError,
 )
-from sbqueue.store.documents import DocumentExists, DocumentStore
+from sbqueue.store.documents import DocumentConflict, DocumentExists, DocumentStore
 
 __all__ = ["MAX_ENTITIES", "MAX_PARTITIONED_ENTITIES", "MAX_SUBSCRIPTIONS", "Catalog"]
 
@@ -52,7 +60,9 @@ _KINDS: dict[str, type[EntityDefinition]] = {
     "queue": QueueProperties, "topic": TopicProperties, "subscription": SubscriptionProperties,
 }
 
+_ATTEMPTS = 12  # conditional writes of one definition before giving up (decision 020)
 D = TypeVar("D", bound=EntityDefinition)
+Doc = dict[str, Any]
 
 
 def _doc_name(kind: str, name: str, topic: str | None = None) -> str:
@@ -105,36 +115,77 @@ class Catalog:
     def data_path(self, entity_id: str, table: str) -> str:
         return f"{self.root}/entities/{entity_id}/{table}"
 
-    def _read(self, kind: str, name: str, topic: str | None = None) -> dict[str, Any] | None:
+    def _raw(self, kind: str, name: str, topic: str | None = None) -> Doc | None:
+        """The definition of ``kind`` in any state (creating, ready, deleting)."""
         doc = self.documents.read(_doc_name(kind, name, topic))
         return doc if doc is not None and doc.get("kind") == kind else None
+
+    def _read(self, kind: str, name: str, topic: str | None = None) -> Doc | None:
+        doc = self._raw(kind, name, topic)
+        return doc if is_ready(doc) else None
+
+    def _missing(self, kind: str, name: str, topic: str | None) -> MessagingEntityNotFoundError:
+        return MessagingEntityNotFoundError(
+            f"{_describe(kind, name, topic)} does not exist in {self.root}")
 
     def get(self, kind: str, name: str, topic: str | None = None) -> Any:
         """The definition of a queue, topic or subscription, or MessagingEntityNotFound."""
         doc = self._read(kind, name, topic)
         if doc is None:
-            raise MessagingEntityNotFoundError(
-                f"{_describe(kind, name, topic)} does not exist in {self.root}")
+            raise self._missing(kind, name, topic)
         return _KINDS[kind].from_json(doc["properties"])
 
     def exists(self, kind: str, name: str, topic: str | None = None) -> bool:
         return self._read(kind, name, topic) is not None
 
-    def _docs(self, folder: str) -> list[dict[str, Any]]:
-        docs = (self.documents.read(n) for n in self.documents.list(folder))
-        return [d for d in docs if d is not None]
+    def pending(self, kind: str, name: str, topic: str | None = None) -> tuple[str, Any] | None:
+        """``(state, properties)`` of a definition left creating or deleting, else None."""
+        doc = self._raw(kind, name, topic)
+        if doc is None or is_ready(doc):
+            return None
+        return state_of(doc), _KINDS[kind].from_json(doc["properties"])
 
-    def entities(self, kind: str, topic: str | None = None) -> list[Any]:
+    def _docs(self, folder: str) -> list[Doc]:
+        return self.documents.read_all(folder)
+
+    def entities(self, kind: str, topic: str | None = None, *, every: bool = False) -> list[Any]:
+        """The ready entities of ``kind`` (of ``topic``); ``every``: in any state."""
         folder = _SUBSCRIPTIONS if kind == "subscription" else _ENTITIES
         found: list[Any] = [_KINDS[kind].from_json(d["properties"]) for d in self._docs(folder)
-                 if d.get("kind") == kind]
+                            if d.get("kind") == kind and (every or is_ready(d))]
         if topic is not None:
             found = [f for f in found if name_key(f.topic_name) == name_key(topic)]
         return sorted(found, key=lambda f: name_key(f.name))
 
+    def _check_quotas(self, kind: str, props: EntityDefinition, topic: str | None) -> None:
+        """S1.5 and S15.1; definitions in any state hold their place."""
+        entities = self._docs(_ENTITIES)
+        subscriptions = self._docs(_SUBSCRIPTIONS)
+        if len(entities) + len(subscriptions) >= MAX_ENTITIES:
+            raise ServiceBusQuotaExceededError(
+                f"namespace {self.root} holds {len(entities) + len(subscriptions)} "
+                f"entities; at most {MAX_ENTITIES} (S1.5)")
+        if kind == "subscription":
+            siblings = sum(1 for d in subscriptions
+                           if name_key(d["properties"]["topic_name"]) == name_key(topic or ""))
+            if siblings >= MAX_SUBSCRIPTIONS:
+                raise ServiceBusQuotaExceededError(
+                    f"topic {topic!r} has {siblings} subscriptions; at most "
+                    f"{MAX_SUBSCRIPTIONS} (S15.1)")
+        ns = self.namespace()
+        if getattr(props, "enable_partitioning", False) and ns is not None \
+                and ns.sku is Sku.STANDARD:
+            partitioned = sum(1 for d in entities if d["properties"].get("enable_partitioning"))
+            if partitioned >= MAX_PARTITIONED_ENTITIES:
+                raise ServiceBusQuotaExceededError(
+                    f"cannot create partitioned {kind} {props.name!r}: the namespace has "
+                    f"{partitioned} partitioned queues and topics; at most "
+                    f"{MAX_PARTITIONED_ENTITIES} on Standard (S1.5)")
+
     def create(self, kind: str, props: D, extra: dict[str, Any] | None = None) -> D:
-        """Store a new definition (and ``extra`` keys: a subscription's rules); of two
-        concurrent creators of a name, one wins."""
+        """Store a new definition, marked creating (``extra``: a subscription's rules); of
+        two concurrent creators of a name, one wins. The caller makes the tables, then
+        ``publish``-es it."""
         topic = getattr(props, "topic_name", None) if kind == "subscription" else None
         doc_name = _doc_name(kind, props.name, topic)
         with self.documents.lock("catalog"):
@@ -142,34 +193,12 @@ class Catalog:
                 raise MessagingEntityAlreadyExistsError(
                     f"{_describe(kind, props.name, topic)}: that name is taken in {self.root} "
                     "(names are case-insensitive, S1.7)")
-            entities = self._docs(_ENTITIES)
-            subscriptions = self._docs(_SUBSCRIPTIONS)
-            if len(entities) + len(subscriptions) >= MAX_ENTITIES:
-                raise ServiceBusQuotaExceededError(
-                    f"namespace {self.root} holds {len(entities) + len(subscriptions)} "
-                    f"entities; at most {MAX_ENTITIES} (S1.5)")
-            if kind == "subscription":
-                siblings = sum(1 for d in subscriptions
-                               if name_key(d["properties"]["topic_name"]) == name_key(topic or ""))
-                if siblings >= MAX_SUBSCRIPTIONS:
-                    raise ServiceBusQuotaExceededError(
-                        f"topic {topic!r} has {siblings} subscriptions; at most "
-                        f"{MAX_SUBSCRIPTIONS} (S15.1)")
-            ns = self.namespace()
-            if getattr(props, "enable_partitioning", False) and ns is not None \
-                    and ns.sku is Sku.STANDARD:
-                partitioned = sum(1 for d in entities
-                                  if d["properties"].get("enable_partitioning"))
-                if partitioned >= MAX_PARTITIONED_ENTITIES:
-                    raise ServiceBusQuotaExceededError(
-                        f"cannot create partitioned {kind} {props.name!r}: the namespace has "
-                        f"{partitioned} partitioned queues and topics; at most "
-                        f"{MAX_PARTITIONED_ENTITIES} on Standard (S1.5)")
-            now = utcnow()
+            self._check_quotas(kind, props, topic)
             props.entity_id = props.entity_id or uuid.uuid4().hex
-            props.created_at_utc = props.updated_at_utc = now
+            props.created_at_utc = props.updated_at_utc = utcnow()
             try:
                 self.documents.create(doc_name, {"kind": kind, "properties": props.to_json(),
+                                                 "state": CREATING, "revision": 1,
                                                  **(extra or {})})
             except DocumentExists:
                 raise MessagingEntityAlreadyExistsError(
@@ -177,52 +206,139 @@ class Catalog:
                 ) from None
         return props
 
+    def _modify(self, doc_name: str, change: Callable[[Doc | None], Doc | None],
+                what: str) -> Doc | None:
+        """Read, ``change`` and write back one document, only over the version read; on a
+        conflict re-read and re-apply. ``change`` returns the new document, None to remove
+        it, or its argument itself to leave it as it is."""
+        for attempt in range(_ATTEMPTS):
+            found = self.documents.read_versioned(doc_name)
+            doc, token = found if found is not None else (None, None)
+            new = change(doc)
+            if new is doc:
+                return doc
+            try:
+                if new is None:
+                    self.documents.delete(doc_name, expected=token)
+                elif token is None:
+                    self.documents.create(doc_name, new)
+                else:
+                    self.documents.replace(doc_name, new, expected=token)
+                return new
+            except (DocumentConflict, DocumentExists):
+                time.sleep(min(1.0, 0.01 * 2 ** attempt) * (0.5 + random.random()))
+        raise StorageConflictError(
+            f"{what}: its definition in {self.root} kept changing under {_ATTEMPTS} "
+            "conditional writes; nothing was changed: try again")
+
+    def update(self, kind: str, name: str, topic: str | None,
+               change: Callable[[D], D]) -> D:
+        """Apply ``change`` to the current ready definition (re-applied to a fresher one if
+        another writer got there first: no update is lost); its identity is kept."""
+        result: list[D] = []
+
+        def apply(doc: Doc | None) -> Doc:
+            if not is_ready(doc):
+                raise self._missing(kind, name, topic)
+            assert doc is not None
+            current: D = _KINDS[kind].from_json(doc["properties"])  # type: ignore[assignment]
+            new = change(current)
+            new.entity_id, new.created_at_utc = current.entity_id, current.created_at_utc
+            new.updated_at_utc = utcnow()
+            result[:] = [new]
+            return revised(doc, properties=new.to_json())
+
+        self._modify(_doc_name(kind, name, topic), apply, _describe(kind, name, topic))
+        return result[0]
+
     def replace(self, kind: str, props: D) -> D:
+        """Write ``props`` over the ready definition of that name (the last writer wins)."""
         topic = getattr(props, "topic_name", None) if kind == "subscription" else None
-        props.updated_at_utc = utcnow()
-        name = _doc_name(kind, props.name, topic)
-        with self.documents.lock("catalog"):  # keeps the document's other keys (rules)
-            doc = self.documents.read(name) or {}
-            self.documents.replace(name, {**doc, "kind": kind, "properties": props.to_json()})
+        return self.update(kind, props.name, topic, lambda _current: props)
+
+    def publish(self, kind: str, props: D) -> D:
+        """Mark a creating definition ready once its tables exist; MessagingEntityNotFound
+        if it was deleted (or replaced) meanwhile."""
+        topic = getattr(props, "topic_name", None) if kind == "subscription" else None
+
+        def ready(doc: Doc | None) -> Doc | None:
+            if doc is None or doc["properties"].get("entity_id") != props.entity_id \
+                    or state_of(doc) == DELETING:
+                raise MessagingEntityNotFoundError(
+                    f"{_describe(kind, props.name, topic)} was deleted in {self.root} while it "
+                    "was being created")
+            return doc if is_ready(doc) else moved(doc, READY)
+
+        self._modify(_doc_name(kind, props.name, topic), ready, _describe(kind, props.name,
+                                                                           topic))
         return props
+
+    def mark_deleting(self, kind: str, name: str, topic: str | None = None) -> tuple[Any, bool]:
+        """Mark a definition deleting (from then on it is no entity): its properties, and
+        whether this call marked it (False: it was deleting already, a crashed or concurrent
+        delete to finish). MessagingEntityNotFound if there is none."""
+        marked = [False]
+
+        def mark(doc: Doc | None) -> Doc:
+            if doc is None or doc.get("kind") != kind:
+                raise self._missing(kind, name, topic)
+            if state_of(doc) == DELETING:
+                return doc
+            marked[0] = True
+            return moved(doc, DELETING)
+
+        doc = self._modify(_doc_name(kind, name, topic), mark, _describe(kind, name, topic))
+        assert doc is not None
+        return _KINDS[kind].from_json(doc["properties"]), marked[0]
+
+    def forget(self, kind: str, name: str, topic: str | None, entity_id: str) -> bool:
+        """Remove a definition not ready (deleting, or a creating one being undone) if it
+        still names ``entity_id``; whether one was removed."""
+        removed = [False]
+
+        def drop(doc: Doc | None) -> Doc | None:
+            if doc is None or is_ready(doc) or doc["properties"].get("entity_id") != entity_id:
+                return doc
+            removed[0] = True
+            return None
+
+        self._modify(_doc_name(kind, name, topic), drop, _describe(kind, name, topic))
+        return removed[0]
 
     # -- rules of a subscription (S15.1) ---------------------------------------------------
     def rules(self, topic: str, subscription: str) -> list[RuleProperties]:
         doc = self._read("subscription", subscription, topic)
         if doc is None:
-            raise MessagingEntityNotFoundError(
-                f"{_describe('subscription', subscription, topic)} does not exist in "
-                f"{self.root}")
+            raise self._missing("subscription", subscription, topic)
         return [RuleProperties.from_json(r) for r in doc.get("rules", [])]
 
     def change_rules(self, topic: str, subscription: str,
                      change: Callable[[list[RuleProperties]], list[RuleProperties]]
                      ) -> list[RuleProperties]:
-        """Read, change and write a subscription's rules under the catalog lock."""
-        name = _doc_name("subscription", subscription, topic)
-        with self.documents.lock("catalog"):
-            rules = change(self.rules(topic, subscription))
-            doc = self.documents.read(name) or {}
-            self.documents.replace(name, {**doc, "rules": [r.to_json() for r in rules]})
-        return rules
+        """Change a subscription's rules by a conditional write (re-applied on a conflict)."""
+        result: list[RuleProperties] = []
+
+        def apply(doc: Doc | None) -> Doc:
+            if not is_ready(doc):
+                raise self._missing("subscription", subscription, topic)
+            assert doc is not None
+            result[:] = change([RuleProperties.from_json(r) for r in doc.get("rules", [])])
+            return revised(doc, rules=[r.to_json() for r in result])
+
+        self._modify(_doc_name("subscription", subscription, topic), apply,
+                     _describe("subscription", subscription, topic))
+        return result
 
     def topic_rules(self, topic: str) -> list[tuple[SubscriptionProperties, list[RuleProperties]]]:
         """Every subscription of ``topic`` with its rules, in one pass over the catalog."""
         found = []
         for doc in self._docs(_SUBSCRIPTIONS):
-            if doc.get("kind") != "subscription" or \
+            if doc.get("kind") != "subscription" or not is_ready(doc) or \
                     name_key(doc["properties"]["topic_name"]) != name_key(topic):
                 continue
             found.append((SubscriptionProperties.from_json(doc["properties"]),
                           [RuleProperties.from_json(r) for r in doc.get("rules", [])]))
         return sorted(found, key=lambda f: name_key(f[0].name))
-
-    def delete(self, kind: str, name: str, topic: str | None = None) -> Any:
-        props = self.get(kind, name, topic)
-        if not self.documents.delete(_doc_name(kind, name, topic)):
-            raise MessagingEntityNotFoundError(
-                f"{_describe(kind, name, topic)} does not exist in {self.root}")
-        return props
 
     # -- partition availability (S14.2) --------------------------------------------------
     def fenced(self, entity_id: str) -> frozenset[int]:
@@ -231,13 +347,15 @@ class Catalog:
         return frozenset(int(p) for p in (doc or {}).get("unavailable", []))
 
     def set_fenced(self, entity_id: str, partition: int, fenced: bool) -> frozenset[int]:
-        """Fence or unfence one partition; the new set (read-modify-write under a lock)."""
-        name = f"{_AVAILABILITY}/{entity_id}.json"
-        with self.documents.lock(f"availability-{entity_id}"):
-            current = set(self.fenced(entity_id))
+        """Fence or unfence one partition; the new set (a conditional write)."""
+        def apply(doc: Doc | None) -> Doc:
+            current = {int(p) for p in (doc or {}).get("unavailable", [])}
             (current.add if fenced else current.discard)(partition)
-            self.documents.replace(name, {"unavailable": sorted(current)})
-        return frozenset(current)
+            return {"unavailable": sorted(current)}
+
+        doc = self._modify(f"{_AVAILABILITY}/{entity_id}.json", apply,
+                           f"availability of entity {entity_id}")
+        return frozenset(int(p) for p in (doc or {}).get("unavailable", []))
 
     # Queue shorthands used by the engine.
     def get_queue(self, name: str) -> QueueProperties:

@@ -7,13 +7,14 @@ namespace's database so that every entity is queryable by name (``sql_name``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import shutil
-import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sbqueue.core.duplicates import dedupe_window
+from sbqueue.core.lifecycle import DELETING
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT, validate_entity_path
 from sbqueue.core.properties import EntityDefinition, NamespaceProperties, Sku
 from sbqueue.core.subqueues import SubQueue
@@ -22,11 +23,14 @@ from sbqueue.engine.entity import Entity
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.reads import messages_sql
+from sbqueue.engine.storage_guard import definition_guarded
 from sbqueue.engine.topic import Topic
 from sbqueue.exceptions import (
     InvalidOperationError,
+    MessagingEntityAlreadyExistsError,
     MessagingEntityNotFoundError,
     ServiceBusConnectionError,
+    StorageConflictError,
 )
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
@@ -152,36 +156,96 @@ class Namespace:
         return self.entity(name)
 
     def create_storage(self, kind: str, props: D, extra: dict[str, Any] | None = None) -> D:
-        """Create a new entity's tables, then publish its definition (or clean up).
+        """Publish a new entity: its definition (marked creating), then its tables, then the
+        definition marked ready. A crash in between leaves a creating definition that the
+        next create or delete of the name finishes (decision 020).
 
         A queue has an inbox and a ledger, a topic an inbox (its sends), a subscription a
         ledger (its copies); docs/decisions/001-storage-layout.md.
         """
-        entity_id = uuid.uuid4().hex
-        props.entity_id = entity_id
-        tables = _TABLES[kind]
+        with definition_guarded(f"{kind} {props.name!r}", "the create"):
+            return self._create_storage(kind, props, extra)
+
+    def _create_storage(self, kind: str, props: D, extra: dict[str, Any] | None) -> D:
+        topic = getattr(props, "topic_name", None) if kind == "subscription" else None
+        props.entity_id = ""
+        for _ in range(3):  # a name left deleting by another caller is finished, then used
+            self.settle(kind, props.name, topic)
+            try:
+                created = self.catalog.create(kind, props, extra)
+                break
+            except MessagingEntityAlreadyExistsError:
+                if self.catalog.pending(kind, props.name, topic) is None:
+                    raise
+        else:
+            raise StorageConflictError(
+                f"{kind} {props.name!r}: its name kept being deleted and created by others; "
+                "nothing was created: try again")
         try:
-            if "inbox" in tables:
-                Inbox(self.spark, self.catalog.data_path(entity_id, "inbox")).create_empty()
-            if "ledger" in tables:
-                Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")).create_empty()
-            created = self.catalog.create(kind, props, extra)
+            if topic is not None:  # its topic's delete lists subscriptions after marking
+                self.catalog.get("topic", topic)
+            self._make_tables(kind, created.entity_id)
         except BaseException:
-            self._remove_data(entity_id)
+            if self.catalog.forget(kind, created.name, topic, created.entity_id):
+                self._remove_data(created.entity_id)
             raise
+        return self._publish(kind, created)
+
+    def _publish(self, kind: str, props: D) -> D:
+        """Mark a creating entity ready and give it its view; its data goes if it was
+        deleted meanwhile (no definition can name that id again)."""
+        try:
+            self.catalog.publish(kind, props)
+        except MessagingEntityNotFoundError:
+            self._remove_data(props.entity_id)
+            raise
+        if "ledger" in _TABLES[kind]:
+            self._register_view(kind, props)
+        return props
+
+    def _make_tables(self, kind: str, entity_id: str) -> None:
+        """Create the entity's tables unless they exist (so finishing is idempotent)."""
+        tables = _TABLES[kind]
+        if "inbox" in tables:
+            Inbox(self.spark, self.catalog.data_path(entity_id, "inbox")).create_empty()
         if "ledger" in tables:
-            self._register_view(kind, created)
-        return created
+            Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")).create_empty()
+
+    def settle(self, kind: str, name: str, topic: str | None = None) -> None:
+        """Finish what a crashed (or concurrent) create or delete of this name left: make a
+        creating entity's tables and mark it ready, or drop a deleting one's and remove it."""
+        found = self.catalog.pending(kind, name, topic)
+        if found is None:
+            return
+        state, props = found
+        if state == DELETING:
+            self._drop(kind, props)
+            return
+        self._make_tables(kind, props.entity_id)
+        with contextlib.suppress(MessagingEntityNotFoundError):  # deleted meanwhile
+            self._publish(kind, props)
 
     def delete_storage(self, kind: str, name: str, topic: str | None = None) -> None:
-        """Delete a definition, its view and its tables; a topic takes its subscriptions."""
-        if kind == "topic":
-            for sub in self.catalog.entities("subscription", topic=name):
-                self.delete_storage("subscription", sub.name, name)
-        props = self.catalog.delete(kind, name, topic)
+        """Delete an entity: mark its definition deleting (it is gone from then on), drop
+        its view and tables (a topic's subscriptions first), remove the definition. A
+        delete that finds it deleting already finishes that one and reports it absent."""
+        with definition_guarded(f"{kind} {name!r}", "the delete"):
+            props, marked = self.catalog.mark_deleting(kind, name, topic)
+            self._drop(kind, props)
+        if not marked:
+            raise MessagingEntityNotFoundError(
+                f"{kind} {name!r} does not exist in {self.root} (it was being deleted)")
+
+    def _drop(self, kind: str, props: EntityDefinition) -> None:
+        topic = getattr(props, "topic_name", None) if kind == "subscription" else None
+        if kind == "topic":  # those in any state: none may outlive its topic
+            for sub in self.catalog.entities("subscription", topic=props.name, every=True):
+                with contextlib.suppress(MessagingEntityNotFoundError):
+                    self.delete_storage("subscription", sub.name, props.name)
         if "ledger" in _TABLES[kind]:
             self.spark.sql(f"DROP VIEW IF EXISTS {self._qualified(self._view_name(kind, props))}")
         self._remove_data(props.entity_id)
+        self.catalog.forget(kind, props.name, topic, props.entity_id)
 
     @staticmethod
     def _view_name(kind: str, props: EntityDefinition) -> str:

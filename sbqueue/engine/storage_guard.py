@@ -11,16 +11,17 @@ raise. Other entities never see the failure: each keeps its own tables.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from sbqueue.exceptions import ServiceBusError, StorageFailureError
 from sbqueue.store.failures import MISSING, failed_table, storage_cause
 
-__all__ = ["storage_failure", "storage_guarded"]
+__all__ = ["definition_guarded", "storage_failure", "storage_guarded"]
 
 log = logging.getLogger(__name__)
 
@@ -74,3 +75,19 @@ def storage_failure(path: str, operation: str, exc: BaseException
     return StorageFailureError(
         f"{path}: {where} cannot be used: {cause}; {operation} was not carried out (other "
         "entities are not affected)")
+
+
+@contextlib.contextmanager
+def definition_guarded(what: str, operation: str) -> Iterator[None]:
+    """Around an admin call (create, update, delete of ``what``): a storage failure of the
+    catalog or of the entity's tables is one ``StorageFailureError`` naming ``what`` and
+    the cause, not a Java or OS trace (decision 020)."""
+    try:
+        yield
+    except ServiceBusError:
+        raise
+    except Exception as exc:
+        failure = storage_failure(what, operation, exc)
+        if failure is None:
+            raise
+        raise failure from None

@@ -36,6 +36,7 @@ from sbqueue.core.rules import (
 )
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.namespace import Namespace, normalize_root
+from sbqueue.engine.storage_guard import definition_guarded
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessagingEntityAlreadyExistsError,
@@ -50,7 +51,7 @@ from sbqueue.management.runtime import (
     subscription_runtime,
     topic_runtime,
 )
-from sbqueue.store.documents import LocalDocumentStore, is_local, local_path
+from sbqueue.store.documents import LocalDocumentStore, delta_documents, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,7 +101,7 @@ class ServiceBusAdministrationClient:
     def _definitions(self) -> Catalog:
         """The catalog, for reading definitions: a local namespace is read without starting
         Spark (so ``queue list`` answers at once)."""
-        if self._namespace is None and is_local(self._namespace_root):
+        if self._namespace is None and not delta_documents(self._namespace_root):
             root = normalize_root(self._namespace_root)
             return Catalog(LocalDocumentStore(local_path(root)), root)
         return self.namespace.catalog
@@ -108,7 +109,7 @@ class ServiceBusAdministrationClient:
     def _settings(self) -> NamespaceProperties:
         """The namespace's SKU and partitions, without creating a local namespace that does
         not exist yet (a refused create leaves no folder behind)."""
-        if self._namespace is None and is_local(self._namespace_root):
+        if self._namespace is None and not delta_documents(self._namespace_root):
             found = self._definitions.namespace()
             return found or NamespaceProperties(name=normalize_root(self._namespace_root),
                                                 sku=Sku.STANDARD, messaging_partitions=1)
@@ -153,9 +154,15 @@ class ServiceBusAdministrationClient:
         return {**changes, **overrides}
 
     def _update(self, kind: str, current: D, given: Any, overrides: dict[str, Any]) -> D:
-        props = self._build(type(current), current.name,
-                            self._changes(kind, given, current, overrides), base=current)
-        return self.namespace.catalog.replace(kind, props)
+        """Apply the asked changes to the stored definition by a conditional write: if
+        another process changed it since, they are re-applied to its version, so neither
+        update is lost (decision 020)."""
+        changes = self._changes(kind, given, current, overrides)
+        topic = getattr(current, "topic_name", None) if kind == "subscription" else None
+        with definition_guarded(f"{kind} {current.name!r}", "the update"):
+            return self.namespace.catalog.update(kind, current.name, topic, lambda fresh:
+                                                 self._build(type(fresh), fresh.name,
+                                                             dict(changes), base=fresh))
 
     @staticmethod
     def _name_of(given: Any) -> str:

@@ -1,15 +1,22 @@
-"""Small JSON documents (namespace and entity definitions) with atomic create and replace.
+"""Small JSON documents (namespace and entity definitions) with atomic create, and
+replace and delete conditioned on what was read.
 
 A definition is one file. Create is exclusive, so two processes creating the same name get
 one success and one ``DocumentExists``: locally by ``link(2)`` of a fully written temporary
-file, on object stores by an insert-if-absent MERGE into a small Delta table.
-Knows nothing of Service Bus names.
+file, on object stores by an insert-if-absent MERGE into a small Delta table. ``replace``
+and ``delete`` given ``expected`` (the token ``read_versioned`` returned) change the
+document only if it is still the one read, else raise ``DocumentConflict``: locally under a
+per-document ``flock``, on object stores by a MERGE whose match condition compares the
+stored body's hash, so Delta's optimistic concurrency lets only one of two writers win
+(docs/decisions/020-safe-catalog.md). Knows nothing of Service Bus names.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import random
@@ -20,17 +27,20 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from sbqueue.exceptions import ServiceBusAuthorizationError
+from sbqueue.exceptions import ServiceBusAuthorizationError, StorageConflictError
 from sbqueue.store import deadline
 
 __all__ = [
     "DeltaDocumentStore",
+    "DocumentConflict",
     "DocumentExists",
     "DocumentStore",
     "LocalDocumentStore",
+    "delta_documents",
     "is_local",
     "local_path",
     "open_document_store",
+    "version_of",
 ]
 
 
@@ -38,12 +48,24 @@ class DocumentExists(Exception):
     """Exclusive create found the document already there."""
 
 
+class DocumentConflict(Exception):
+    """A conditional replace or delete found the document changed (or gone) since it was
+    read: nothing was written; read it again and re-apply the change."""
+
+
+def version_of(body: str | bytes) -> str:
+    """The token of a stored body: its SHA-256 (what Delta's ``sha2(body, 256)`` gives)."""
+    return hashlib.sha256(body.encode() if isinstance(body, str) else body).hexdigest()
+
+
 class DocumentStore(Protocol):
     def read(self, name: str) -> dict[str, Any] | None: ...
+    def read_versioned(self, name: str) -> tuple[dict[str, Any], str] | None: ...
     def create(self, name: str, doc: dict[str, Any]) -> None: ...
-    def replace(self, name: str, doc: dict[str, Any]) -> None: ...
-    def delete(self, name: str) -> bool: ...
+    def replace(self, name: str, doc: dict[str, Any], expected: str | None = None) -> None: ...
+    def delete(self, name: str, expected: str | None = None) -> bool: ...
     def list(self, prefix: str = "") -> list[str]: ...
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]: ...
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]: ...
 
 
@@ -81,12 +103,26 @@ class LocalDocumentStore:
         return self.folder / name
 
     def read(self, name: str) -> dict[str, Any] | None:
+        found = self.read_versioned(name)
+        return None if found is None else found[0]
+
+    def read_versioned(self, name: str) -> tuple[dict[str, Any], str] | None:
+        """The document and its token (the hash of its bytes), or None."""
         try:
             with _authorized():
-                data: dict[str, Any] = json.loads(self._path(name).read_text())
-            return data
+                raw = self._path(name).read_bytes()
         except FileNotFoundError:
             return None
+        data: dict[str, Any] = json.loads(raw)
+        return data, version_of(raw)
+
+    def _check(self, name: str, expected: str | None) -> bool:
+        """Whether the document is there and (given ``expected``) still the one read;
+        DocumentConflict where it changed. Called under the document's lock."""
+        found = self.read_versioned(name)
+        if expected is not None and (found is None or found[1] != expected):
+            raise DocumentConflict(name)
+        return found is not None
 
     def _stage(self, name: str, doc: dict[str, Any]) -> Path:
         with _authorized():
@@ -113,19 +149,27 @@ class LocalDocumentStore:
         finally:
             temp.unlink(missing_ok=True)
 
-    def replace(self, name: str, doc: dict[str, Any]) -> None:
+    def replace(self, name: str, doc: dict[str, Any], expected: str | None = None) -> None:
+        """Write ``doc`` whole (readers see the old or the new file, never a mix); with
+        ``expected``, only over the version read (compared under the document's lock)."""
         deadline.check()
-        with _authorized():
-            os.replace(self._stage(name, doc), self._path(name))
-
-    def delete(self, name: str) -> bool:
-        deadline.check()
+        temp = self._stage(name, doc)
         try:
+            with self.lock(f"doc/{name}"):
+                self._check(name, expected)
+                with _authorized():
+                    os.replace(temp, self._path(name))
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def delete(self, name: str, expected: str | None = None) -> bool:
+        deadline.check()
+        with self.lock(f"doc/{name}"):
+            if not self._check(name, expected):
+                return False
             with _authorized():
                 self._path(name).unlink()
             return True
-        except FileNotFoundError:
-            return False
 
     def list(self, prefix: str = "") -> list[str]:
         folder = self.folder / prefix
@@ -136,6 +180,11 @@ class LocalDocumentStore:
             for p in folder.iterdir()
             if p.is_file() and not p.name.startswith(".")
         )
+
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]:
+        """The documents ``list(prefix)`` names (one gone meanwhile is left out)."""
+        docs = (self.read(n) for n in self.list(prefix))
+        return [d for d in docs if d is not None]
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -174,49 +223,75 @@ class DeltaDocumentStore:
         return self._spark.sql(f"SELECT name, body FROM {self._table}")
 
     def read(self, name: str) -> dict[str, Any] | None:
+        found = self.read_versioned(name)
+        return None if found is None else found[0]
+
+    def read_versioned(self, name: str) -> tuple[dict[str, Any], str] | None:
+        """The document and its token (the SHA-256 of the stored body), or None."""
         from pyspark.sql import functions as F
 
         row = self._rows().where(F.col("name") == name).select("body").first()
-        return None if row is None else dict(json.loads(row[0]))
+        return None if row is None else (dict(json.loads(row[0])), version_of(row[0]))
 
-    def _merge(self, name: str, doc: dict[str, Any], insert_only: bool) -> int:
+    def _merge(self, name: str, doc: dict[str, Any] | None, expected: str | None,
+               clauses: str) -> Any:
+        """One MERGE of the row (name, body, expected) into the table; its metrics row.
+        The condition on ``expected`` is in the statement, so Delta's conflict check (two
+        commits rewriting the same file: one aborts, and its re-run no longer matches)
+        decides between concurrent writers, not this process."""
+        body = None if doc is None else json.dumps(doc, sort_keys=True, default=str)
         source = self._spark.createDataFrame(
-            [(name, json.dumps(doc, sort_keys=True, default=str))], "name string, body string")
-        update = "" if insert_only else " WHEN MATCHED THEN UPDATE SET t.body = s.body"
+            [(name, body, expected)], "name string, body string, expected string")
         view = f"_sbqueue_doc_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         deadline.check()
         try:  # each attempt reads the newest version
             result = _retry_conflicts(lambda: self._spark.sql(
-                f"MERGE INTO {self._table} t USING {view} s ON t.name = s.name{update} "
-                "WHEN NOT MATCHED THEN INSERT *"))
+                f"MERGE INTO {self._table} t USING {view} s ON t.name = s.name {clauses}"))
         finally:
             self._spark.catalog.dropTempView(view)
-        first = result.first() if result is not None else None
-        return int(first["num_inserted_rows"]) if first is not None else 0
+        return result.first() if result is not None else None
 
     def create(self, name: str, doc: dict[str, Any]) -> None:
-        if self._merge(name, doc, insert_only=True) == 0:
+        row = self._merge(name, doc, None, "WHEN NOT MATCHED THEN INSERT (name, body) "
+                          "VALUES (s.name, s.body)")
+        if row is None or int(row["num_inserted_rows"]) == 0:
             raise DocumentExists(name)
 
-    def replace(self, name: str, doc: dict[str, Any]) -> None:
-        self._merge(name, doc, insert_only=False)
+    def replace(self, name: str, doc: dict[str, Any], expected: str | None = None) -> None:
+        if expected is None:
+            self._merge(name, doc, None, "WHEN MATCHED THEN UPDATE SET t.body = s.body "
+                        "WHEN NOT MATCHED THEN INSERT (name, body) VALUES (s.name, s.body)")
+            return
+        row = self._merge(name, doc, expected, f"WHEN MATCHED AND {_SAME} "
+                          "THEN UPDATE SET t.body = s.body")
+        if row is None or int(row["num_updated_rows"]) == 0:
+            raise DocumentConflict(name)
 
-    def delete(self, name: str) -> bool:
-        if self.read(name) is None:
-            return False
-        quoted = name.replace("'", "''")
-        deadline.check()
-        _retry_conflicts(lambda: self._spark.sql(
-            f"DELETE FROM {self._table} WHERE name = '{quoted}'"))
-        return True
+    def delete(self, name: str, expected: str | None = None) -> bool:
+        guard = "" if expected is None else f" AND {_SAME}"
+        row = self._merge(name, None, expected, f"WHEN MATCHED{guard} THEN DELETE")
+        if row is not None and int(row["num_deleted_rows"]) > 0:
+            return True
+        if expected is not None:
+            raise DocumentConflict(name)
+        return False
 
-    def list(self, prefix: str = "") -> list[str]:
+    def _under(self, prefix: str) -> builtins.list[tuple[str, str]]:
+        """(name, body) of the documents directly under ``prefix``, in one query."""
         from pyspark.sql import functions as F
 
         base = f"{prefix.rstrip('/')}/" if prefix else ""
-        rows = self._rows().where(F.col("name").startswith(base)).select("name")
-        return sorted(r[0] for r in rows.collect() if "/" not in r[0][len(base):])
+        rows = self._rows().where(F.col("name").startswith(base)).collect()
+        return sorted((r[0], r[1]) for r in rows if "/" not in r[0][len(base):])
+
+    def list(self, prefix: str = "") -> list[str]:
+        return [name for name, _ in self._under(prefix)]
+
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]:
+        """Every document under ``prefix`` in one Spark query (a listing read one by one
+        would be a query per entity)."""
+        return [dict(json.loads(body)) for _, body in self._under(prefix)]
 
     @contextlib.contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -224,23 +299,43 @@ class DeltaDocumentStore:
         yield
 
 
+_SAME = "sha2(t.body, 256) = s.expected"  # the stored body is still the one read
+
+
 def _retry_conflicts(operation: Callable[[], Any], attempts: int = 8) -> Any:
-    """Re-run a document MERGE or DELETE that lost a race with a concurrent writer."""
+    """Re-run a document MERGE that lost a race with a concurrent writer; past the budget,
+    the SDK's server-busy error (nothing was written)."""
     from sbqueue.store.delta import DELTA_CONFLICTS  # imports Spark: only when needed
 
     for attempt in range(attempts):
         try:
             return operation()
-        except DELTA_CONFLICTS:
+        except DELTA_CONFLICTS as exc:
             if attempt == attempts - 1:
-                raise
+                raise StorageConflictError(
+                    f"the namespace's catalog table kept changing under {attempts} attempts "
+                    f"to write it ({type(exc).__name__}); nothing was written: try again"
+                ) from None
             time.sleep(0.05 * (2 ** attempt) * (0.5 + random.random()))
     return None
 
 
+_DOCUMENTS = "SBQUEUE_DOCUMENTS"  # "delta": the object stores' catalog on a local folder too
+
+
+def delta_documents(root: str) -> bool:
+    """Whether the catalog at ``root`` is the Delta document store: on object stores, and
+    on a local folder where ``SBQUEUE_DOCUMENTS=delta`` asks for it (so tests run the
+    object-store path on this machine, decision 020)."""
+    chosen = os.environ.get(_DOCUMENTS, "").strip().lower()
+    if chosen not in ("", "local", "delta"):
+        raise ValueError(f"{_DOCUMENTS}={chosen!r}: expected 'delta' or 'local' (or unset)")
+    return not is_local(root) or chosen == "delta"
+
+
 def open_document_store(root: str, spark: Any | None = None) -> DocumentStore:
-    if is_local(root):
+    if not delta_documents(root):
         return LocalDocumentStore(local_path(root))
     if spark is None:
         raise ValueError(f"a SparkSession is needed to reach {root}")
-    return DeltaDocumentStore(spark, root)
+    return DeltaDocumentStore(spark, str(local_path(root)) if is_local(root) else root)
