@@ -25,7 +25,8 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import reduce
+from functools import partial, reduce
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -57,16 +58,34 @@ def receive_ranges(entity: Entity, max_messages: int, ctx: ReceiveContext,
                    partitions: list[int]) -> DataFrame | None:
     """Range-lock up to ``max_messages`` fresh messages of ``partitions``; their DataFrame
     (``OUTPUT_COLUMNS``), or None where the receive path must decide (nothing committed,
-    or only what that path would have committed itself: idle cursor moves)."""
-    token = str(uuid.uuid4())
-    got = retry_conflicts(
-        lambda: forward_window.claim(entity, token, max_messages, ctx, partitions, Lane.MAIN),
-        what=f"range receive at {entity.path}")
-    if got is not None and not got.windows and not got.for_receive and got.read_all:
-        return entity.none()  # nothing deliverable now (a young transaction's rows wait)
-    if got is None or not got.windows:
-        return None
-    return ranged_frame(entity, got.windows, got.numbered)
+    or only what that path would have committed itself: idle cursor moves).
+
+    A claim that read only part of the head (``forward_window``'s reach, or a bounded run
+    of commits) and took fewer than asked is followed by another, under the same token: a
+    partition's windows then hold consecutive numbers, settled whole as one range."""
+    token, left = str(uuid.uuid4()), max_messages
+    claims: list[forward_window.Claim] = []
+    while left > 0 and len(claims) < _CLAIMS:
+        got = retry_conflicts(partial(forward_window.claim, entity, token, left, ctx,
+                                      partitions, Lane.MAIN),
+                              what=f"range receive at {entity.path}")
+        if got is None or not got.windows:
+            if claims:
+                break
+            if got is not None and not got.for_receive and got.read_all:
+                return entity.none()  # nothing deliverable now (a young transaction waits)
+            return None
+        claims.append(got)
+        left -= sum(w.count for w in got.windows)
+        if got.read_all:
+            break
+    windows = [w for c in claims for w in c.windows]
+    numbered = [c.numbered for c in claims]
+    return ranged_frame(entity, windows, None if any(n is None for n in numbered)
+                        else pa.concat_tables(numbered))
+
+
+_CLAIMS = 3  # claims one receive makes at most (each one commit)
 
 
 def ranged_frame(entity: Entity, windows: list[ForwardWindow],
@@ -117,9 +136,13 @@ class Span:
     low: int
     high: int
 
-    def covers(self, window: ForwardWindow) -> bool:
-        numbers = window.sequence_numbers
-        return (self.distinct, self.low, self.high) == (len(numbers), numbers[0], numbers[-1])
+    def covers(self, windows: list[ForwardWindow]) -> bool:
+        """Whether the span names every number of ``windows`` (one key's ranges) and no
+        other: they must hold consecutive numbers together (no other's window between)."""
+        runs = sorted((w.sequence_numbers[0], w.sequence_numbers[-1]) for w in windows)
+        joined = all(b[0] == a[1] + 1 for a, b in pairwise(runs))
+        return bool(runs) and joined and (self.distinct, self.low, self.high) == (
+            runs[-1][1] - runs[0][0] + 1, runs[0][0], runs[-1][1])
 
 
 Key = tuple[int, str]  # (partition, lock token)
@@ -161,8 +184,12 @@ def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: dateti
               if (w.partition, w.token) in asked]
     if not ranges:
         return SettleResult(), set()
-    whole = [w for w in ranges if kind == "complete" and w.lease_until > now
-             and asked[(w.partition, w.token)].covers(w)]
+    keys: dict[Key, list[ForwardWindow]] = {}
+    for w in ranges:
+        keys.setdefault((w.partition, w.token), []).append(w)
+    whole = [w for key, held in keys.items() if kind == "complete"
+             and all(w.lease_until > now for w in held) and asked[key].covers(held)
+             for w in held]
     rest = [w for w in ranges if w not in whole]
     changes = [w.row(**{EXPECT_COLUMN: w.row_version, OP_COLUMN: "delete"}) for w in whole]
     changes += _materialized(entity, rest)
