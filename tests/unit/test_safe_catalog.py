@@ -2,7 +2,7 @@
 need no Spark: the definition states (``core.lifecycle``), the local store's conditional
 writes (also across processes), and the catalog's re-applied updates and visibility rules
 on a local folder. The Delta store's side and the kill tests are in
-``tests/integration/test_safe_catalog.py``."""
+``tests/integration/test_catalog_stores.py``."""
 
 from __future__ import annotations
 
