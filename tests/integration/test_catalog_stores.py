@@ -38,6 +38,7 @@ pytestmark = pytest.mark.spark
 STORES = ("local", pytest.param("delta", marks=pytest.mark.slow))
 
 
+@pytest.mark.slow  # a Delta catalog write is seconds; the unit tests hold the rule
 def test_delta_store_writes_only_over_the_version_read(spark, tmp_path) -> None:
     """The condition is in the MERGE: a writer holding an old version is refused by the
     table, and concurrent read-modify-writes from threads keep every increment."""
