@@ -134,6 +134,23 @@ def create_table(
     except DELTA_CONFLICTS:
         if not is_delta_table(spark, path):
             raise
+    except Exception:
+        if not _made_by_another(spark, path):
+            raise
+
+
+def _made_by_another(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
+    """Whether a create that failed lost to another creator of the same table (one that
+    finishes a killed create, decision 020): its folder is there and its log appears
+    within ``wait_s``. A folder that never was there is a failure of this create."""
+    if is_local(path) and not local_path(path).exists():
+        return False
+    deadline_at = time.monotonic() + wait_s
+    while not is_delta_table(spark, path):
+        if time.monotonic() > deadline_at:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
