@@ -201,10 +201,10 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
     how = (ctx, limit, token, rule, lane)
     decided: _Decided | None = None
-    for span in _reaches(limit, source.target) if start == end else [None]:
-        decided = _decide(source, cursors, committed, (start, end), span, how)
+    for reach in _reaches(limit, source.target) if start == end else [None]:
+        decided = _decide(source, cursors, committed, (start, end), reach, how)
         if decided is None or decided[1]:
-            break  # not readable here, or windows taken: the last span read stands
+            break  # not readable here, or windows taken: the last reach read stands
     if decided is None:
         return None
     head, windows, stopped, numbered = decided
@@ -220,7 +220,7 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
         source.ledger.merge_rows(moves + adds, sorted({int(m["partition_id"]) for m in moves}),
                                  ledger_lanes)
     return _Head(windows, limit if stopped and not windows else 0, bool(moves),
-                 end == latest and span is None, numbered)
+                 end == latest and reach is None, numbered)
 
 
 def _reaches(limit: int, target: str | None) -> list[_Reach | None]:
@@ -255,15 +255,15 @@ _Decided = tuple[pa.Table, list["ForwardWindow"], bool, pa.Table]
 
 
 def _decide(source: Entity, cursors: list[Cursor], committed: set[str],
-            versions: tuple[int, int], span: _Reach | None, how: tuple[Any, ...]
+            versions: tuple[int, int], reach: _Reach | None, how: tuple[Any, ...]
             ) -> _Decided | None:
-    """The head read after ``cursors`` (each partition up to ``span`` indexes past its
+    """The head read after ``cursors`` (each partition up to ``reach`` past its
     cursor, where given: a prefix of its rows) and the windows decided over it; None:
     not readable here."""
     ctx, limit, token, rule, lane = how
     start, end = versions
     head = source.inbox.appended_table_here(start - 1, end, _HEAD_COLUMNS, READ_CAP,
-                                            _head_filter(cursors, end, span))
+                                            _head_filter(cursors, end, reach))
     if head is None:
         return None
     head = _after(head, cursors, source.target)
@@ -272,16 +272,16 @@ def _decide(source: Entity, cursors: list[Cursor], committed: set[str],
     return head, windows, stopped, numbered
 
 
-def _head_filter(cursors: list[Cursor], end: int, span: _Reach | None = None) -> str:
+def _head_filter(cursors: list[Cursor], end: int, reach: _Reach | None = None) -> str:
     """The head rows a claim reading up to version ``end`` may take, as a filter that
     prunes files: a cursor in that last version skips the rows before it (a drain of one
-    large send reads what is left of it, not all of it) and, given ``span``, the rows
-    more than ``span`` indexes after it."""
+    large send reads what is left of it, not all of it) and, given ``reach``, the rows
+    past its bound."""
     def one(c: Cursor) -> str:
         mine = f"partition_id = {c.partition}"
         if c.version != end:
             return mine
-        upto = "" if span is None else f" AND batch_index <= {span.bound(c.position)}"
+        upto = "" if reach is None else f" AND batch_index <= {reach.bound(c.position)}"
         return f"({mine} AND batch_index > {c.position}{upto})"
     return " OR ".join(one(c) for c in cursors)
 
