@@ -44,7 +44,8 @@ from sbqueue.core.properties import SubscriptionProperties, TopicProperties
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.receive import ReceiveResult, first_cursor, receive_once
+from sbqueue.engine.receive import ReceiveResult, first_cursor
+from sbqueue.engine.receive_small import receive
 from sbqueue.engine.schema import SEGMENT_SECONDS, WINDOW
 from sbqueue.engine.storage_guard import storage_failure
 from sbqueue.exceptions import InvalidOperationError
@@ -193,7 +194,7 @@ class Maintainer:
             a = entity.make_attempt(partitions, 0, 0, True)
             a = replace(a, advance_idle=True, latest_version=newest,
                         ctx=replace(a.ctx, now=now, locked_until=now))
-            return receive_once(entity.ledger, entity.inbox, a, Lane.MAIN)
+            return receive(entity.ledger, entity.inbox, a, Lane.MAIN)
 
         commits = 0
         for _ in range(MAX_PASSES):

@@ -118,10 +118,12 @@ class NotCancellable(Exception):
 
 def decided_here(a: Attempt, lane: str) -> bool:
     """Whether a receive is small and plain enough to be decided on the driver."""
-    asked = 0 < a.total <= SMALL_RECEIVE and not a.pass_to
+    asked = 0 < a.total <= SMALL_RECEIVE and not a.pass_to and not a.advance_idle
     passing = a.total == 0 and bool(a.pass_to) and lane == Lane.MAIN  # a cursor pass only
-    return ((asked or passing) and (not a.sessions or lane == Lane.MAIN) and a.dedupe is None
-            and a.ctx.transfer_token is None and not a.advance_idle
+    # Maintenance's pass: expire what lies at the head and move idle cursors, hand out none.
+    maintaining = a.total == 0 and a.advance_idle and not a.pass_to and lane == Lane.MAIN
+    return ((asked or passing or maintaining) and (not a.sessions or lane == Lane.MAIN)
+            and a.dedupe is None and a.ctx.transfer_token is None
             and lane in (Lane.MAIN, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER))
 
 
@@ -139,7 +141,9 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
     if not decided_here(a, lane):
         return None
     pinned = ledger.pin() if ledger.commits_here() else None  # decide and commit at one version
-    read = _read(ledger, inbox, a, lane, pinned)
+    # A maintenance pass reads a longer head, narrow: it hands nothing out.
+    read = _read(ledger, inbox, a, lane, pinned, head=SMALL_PASS if a.advance_idle else 0,
+                 bodies=not a.advance_idle)
     if read is None:
         return None
     cursors, candidates, found = read.cursors, read.candidates, read.found
@@ -382,10 +386,11 @@ def _cursor_moves(changes: list[dict[str, Any]], cursors: list[Cursor], end: int
                   complete_head: bool) -> list[dict[str, Any]]:
     """p rows: each partition's cursor to the last inbox row passed; partitions without
     inbox rows past the window's end when the window stopped short of the newest commit
-    (only when the head was read whole: a cut head says nothing of what lies beyond)."""
+    (only when the head was read whole: a cut head says nothing of what lies beyond), or
+    at all in a maintenance pass (``advance_idle``)."""
     moves = [cursor_row(c["partition_id"], c["_commit_version"], c["_index"], c["_counter"],
                     c["_p_version"]) for c in changes if c["_cursor_to"]]
-    if complete_head and end < a.latest_version:
+    if complete_head and (end < a.latest_version or a.advance_idle):
         busy = {c["partition_id"] for c in changes if c["origin"] == "inbox"}
         moves += [cursor_row(c.partition, end, MAX_INDEX, c.counter, c.p_version)
                   for c in cursors
