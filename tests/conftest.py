@@ -7,6 +7,7 @@ processes, kill tests, the wheel, notebooks, simulated days), as CI runs them.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,14 @@ from typing import TypeVar
 import pytest
 
 T = TypeVar("T")
+
+# The JVMs the tests start (spark-submit jobs, children killed mid-commit, notebook kernels,
+# Connect servers) live seconds: compiled by C1 alone they start with half the CPU on two
+# cores. The test process's own JVM runs the whole session and keeps C2 (decision 013).
+CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+_CHILD_OPTS_SET = "SPARK_SUBMIT_OPTS" not in os.environ
+if _CHILD_OPTS_SET:
+    os.environ["SPARK_SUBMIT_OPTS"] = CHILD_JVM_OPTIONS
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,7 +44,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[object]:
     from sbqueue.spark import get_session, stop_session
 
-    session = get_session("sbqueue-tests")
+    if _CHILD_OPTS_SET:  # not for this long-lived JVM
+        os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    try:
+        session = get_session("sbqueue-tests")
+    finally:
+        if _CHILD_OPTS_SET:
+            os.environ["SPARK_SUBMIT_OPTS"] = CHILD_JVM_OPTIONS
     yield session
     stop_session()
 

@@ -11,7 +11,7 @@ commit conflicts only with work on those partitions (S14.1).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +39,7 @@ from sbqueue.store.delta import EXPECT_COLUMN
 PAIRS = "sequence_number long, _token string"
 
 __all__ = ["Applied", "SettleResult", "apply_by_sequence", "complete_by_records",
-           "settle_keyed", "settle_once"]
+           "settle_here", "settle_keyed", "settle_once"]
 
 
 @dataclass
@@ -109,8 +109,12 @@ def apply_by_sequence(ledger: Ledger, wanted: list[tuple[Any, ...]], lanes: tupl
 def settle_once(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, ...],
                 ctx: SettleContext) -> SettleResult:
     """One settlement attempt (S6): the rows whose lock is valid change, the rest are
-    reported. One message: one keyed Delta DML (``settle_keyed``); more: one guarded
-    MERGE (all of them judged against one read, decision 004)."""
+    reported. On the driver where it can (``settle_here``); else one message: one keyed
+    Delta DML (``settle_keyed``); more: one guarded MERGE (all of them judged against one
+    read, decision 004)."""
+    here = settle_here(ledger, locks, lanes, ctx)
+    if here is not None:
+        return here
     if len(locks) == 1:
         return settle_keyed(ledger, locks[0], lanes, ctx)
     applied = apply_by_sequence(ledger, [(s, t) for s, t in locks], lanes,
@@ -129,9 +133,6 @@ def settle_keyed(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
     first and no guard is needed; its affected-row count is the verdict. Only a settlement
     that changed nothing reads the row, to say lock lost or already settled (S6.6).
     Decision 011: 8 Spark jobs instead of the MERGE path's 20."""
-    here = _settle_here(ledger, lock, lanes, ctx)
-    if here is not None:
-        return here
     seq, token = lock
     where = (f"partition_id = {partition_of(seq)} AND lane IN "
              f"({', '.join(repr(str(x)) for x in lanes)}) AND row_type = 'm' "
@@ -151,38 +152,47 @@ def settle_keyed(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
         already_settled=[seq])
 
 
-def _settle_here(ledger: Ledger, lock: tuple[int, str], lanes: tuple[str, ...],
-                 ctx: SettleContext) -> SettleResult | None:
-    """``settle_keyed`` committed on the driver where the ledger allows it (decision 012,
-    step 4): the message's partition read as of one version, ``settle_valid`` and
-    ``settle_outcome`` evaluated on its row, and the lanes it leaves and enters rewritten
-    from that version (a commit since fails it: StaleRead, retried). No Spark job; None
-    where this cannot be done here (Spark's keyed DML decides)."""
+def settle_here(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, ...],
+                ctx: SettleContext) -> SettleResult | None:
+    """Settle ``locks`` in one commit on the driver where the ledger allows it (decision
+    012, step 4; many locks: decision 021): their partitions read as of one version,
+    ``settle_valid`` and ``settle_outcome`` evaluated on each message row, and the lanes
+    the rows leave and enter rewritten from that version (a commit since fails it:
+    StaleRead, retried). No Spark job; None where this cannot be done here (too many rows
+    to read, or no driver commits: Spark decides)."""
     pinned = ledger.pin() if ledger.commits_here() else None
     if pinned is None:
         return None
-    seq, token = lock
-    partition = partition_of(seq)
-    stored = pinned.rows({"partition_id": [partition]}, None, lambda r: True)
+    wanted = dict(locks)  # one verdict per message
+    stored = pinned.rows({"partition_id": sorted({partition_of(s) for s in wanted})}, None,
+                         lambda r: True)
     if stored is None:
         return None
-    found = [r for r in stored if r["row_type"] == "m" and r["lane"] in lanes
-             and int(r["sequence_number"]) == seq]
-    if not found:
-        return SettleResult(already_settled=[seq])
-    row = found[0]
-    if settle_valid(ctx.now, token).evaluate(row) is not True:
-        return SettleResult(lock_lost=[seq])
-    changed = {**row, **{c: e.evaluate(row) for c, e in settle_outcome(ctx).items()
-                         if not c.startswith("_")}}
-    moved = {row["lane"], changed["lane"]}
-    rows = [r for r in stored if r["lane"] in moved and r is not row]
-    if ctx.kind != "complete":
-        rows.append(changed)
-    ledger.rewrite_here(pinned, [{"partition_id": partition, "lane": lane}
-                                 for lane in sorted(moved)], rows)
-    return SettleResult(settled=1, locked_until=ctx.renewed_until if ctx.kind == "renew"
-                        else None)
+    rows = {int(r["sequence_number"]): r for r in stored
+            if r["row_type"] == "m" and r["lane"] in lanes and int(r["sequence_number"])
+            in wanted}
+    result = SettleResult(locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
+    outcome = {c: e for c, e in settle_outcome(ctx).items() if not c.startswith("_")}
+    changed: dict[int, dict[str, Any]] = {}
+    for seq, token in wanted.items():
+        row = rows.get(seq)
+        if row is None:
+            result.already_settled.append(seq)
+        elif settle_valid(ctx.now, token).evaluate(row) is not True:
+            result.lock_lost.append(seq)
+        else:
+            changed[seq] = {**row, **{c: e.evaluate(row) for c, e in outcome.items()}}
+    if not changed:
+        return replace(result, locked_until=None)
+    moved = {(int(r["partition_id"]), r["lane"]) for seq, r in changed.items()} | {
+        (int(rows[seq]["partition_id"]), rows[seq]["lane"]) for seq in changed}
+    kept = [r for r in stored if (int(r["partition_id"]), r["lane"]) in moved and not (
+        r["row_type"] == "m" and int(r["sequence_number"]) in changed)]
+    written = [] if ctx.kind == "complete" else list(changed.values())
+    ledger.rewrite_here(pinned, [{"partition_id": p, "lane": lane} for p, lane in sorted(moved)],
+                        kept + written)
+    result.settled = len(changed)
+    return result
 
 
 def complete_by_records(ledger: Ledger, locks: list[tuple[int, str, datetime]], lane: str

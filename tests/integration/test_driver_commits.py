@@ -108,3 +108,37 @@ def test_s6_single_settlements_commit_on_the_driver_without_spark_jobs(
         [again] = receiver.receive_messages(1)
         assert (str(again), again.delivery_count) == ("m0", 2)  # S5.5: returned first
         receiver.complete_message(again)
+
+
+def test_s6_a_small_dataframe_settlement_commits_on_the_driver_once(
+        spark: Any, admin: Any, namespace_root: str, commits_here: None, clock: Any,
+        spark_jobs: Any) -> None:
+    """Settling a DataFrame receive of a few messages over several partitions (decision
+    021): one commit on the driver, no MERGE; the only Spark job is the collect of the
+    frame's locks. Each kind ends where its rule says (S6.2-S6.4); a lock that expired and
+    a message settled before are reported, not changed (S6.6)."""
+    admin.create_queue("q", enable_partitioning=True, lock_duration="PT1M",
+                       max_delivery_count=5)
+    queue = admin.namespace.entity("q")
+    queue.send_dataframe(spark.createDataFrame(
+        [(f"m{i}", f"k{i}") for i in range(40)], "body string, partition_key string"))
+    got = queue.receive_dataframe(40).localCheckpoint()
+    assert got.count() == 40 and got.select("partition_id").distinct().count() > 4
+    ordered = got.orderBy("sequence_number")
+    done, jobs = spark_jobs(lambda: queue.complete_dataframe(ordered.limit(20)))
+    assert (done.settled, jobs) == (20, 1)
+    again = queue.complete_dataframe(ordered.limit(20))
+    assert again.settled == 0 and len(again.already_settled) == 20  # S6.6
+    cut = ordered.limit(20).agg({"sequence_number": "max"}).first()[0]
+    rest = got.where(f"sequence_number > {cut}")
+    dead, jobs = spark_jobs(lambda: queue.dead_letter_dataframe(
+        rest.where("sequence_number % 2 = 0"), "bad", "why"))
+    assert jobs == 1 and dead.settled == rest.where("sequence_number % 2 = 0").count()
+    clock.advance(61)  # the other locks end: S6.6, lock lost
+    lost = queue.abandon_dataframe(rest.where("sequence_number % 2 = 1"))
+    assert lost.settled == 0 and len(lost.lock_lost) == 20 - dead.settled
+    counts = queue.counts()
+    assert (counts["active"], counts["dead_letter"]) == (20 - dead.settled, dead.settled)
+    rows = {r["sequence_number"]: r for r in queue.ledger.rows().where(
+        "row_type = 'm' AND lane = 'dlq'").collect()}
+    assert {r["dead_letter_reason"] for r in rows.values()} == {"bad"}
