@@ -1,0 +1,308 @@
+"""The chaos soak's invariant checker (issue 21 point 1): the histories of every process
+(``soak_history``) and the entities' final state against the rules a Service Bus user
+relies on. Pure: no Spark; the runner reads the tables and passes plain rows.
+
+A lock is *certainly held* from the moment its receive returned (``at``) until the
+earliest of its ``until``, the start of the first settlement or transaction that named its
+token, and (for renewals) the renewed ``until``. Two locks of one message certainly held
+at the same instant are a violation; so is a receive that started after the message's
+completion returned. Times carry a ``margin`` for the reads of one shared clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from soak_history import Event
+
+__all__ = ["INVARIANTS", "Counted", "Report", "Stored", "chain", "check"]
+
+INVARIANTS = (
+    "lost",  # a message whose send returned is nowhere: not completed, stored or expired
+    "overlapping locks",  # one message, two holders certainly holding it at once
+    "delivered after completion",
+    "duplicate delivered twice",  # one duplicate-detection id, two sequence numbers
+    "session order",  # a session's first deliveries out of sequence order
+    "session holders",  # one session, two holders at once
+    "transaction partial",  # some of a transaction's operations visible, not all
+    "copies",  # one message (one copy of a fan-out) at two sequence numbers of one path
+    "numbers",  # a sequence number twice, or outside its partition
+    "counts",  # the runtime counts do not add up to the messages held
+)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One message of an entity's final state (its SQL view)."""
+
+    entity: str
+    id: str
+    seq: int
+    partition: int
+    sub_queue: str  # Main, DeadLetter, TransferDeadLetter, Transfer
+    state: str  # Active, Deferred, Scheduled
+
+
+@dataclass(frozen=True)
+class Counted:
+    """An entity's runtime counts (S16.2) as read at the end."""
+
+    entity: str
+    active: int
+    scheduled: int
+    dead_letter: int
+    transfer_dead_letter: int
+    transfer: int
+    total: int
+
+
+@dataclass
+class Report:
+    """Violations by invariant (each with a few examples) and operations by role."""
+
+    violations: dict[str, list[str]] = field(
+        default_factory=lambda: {name: [] for name in INVARIANTS})
+    operations: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def add(self, invariant: str, example: str) -> None:
+        self.violations[invariant].append(example)
+
+    @property
+    def clean(self) -> bool:
+        return not any(self.violations.values())
+
+
+Routes = Callable[[Event], list[tuple[str, ...]]]
+
+
+def chain(entity: str, forwards: dict[str, str]) -> tuple[str, ...]:
+    """``entity`` and every entity it forwards to, in turn (a message may be in any)."""
+    path = [entity]
+    while path[-1] in forwards and forwards[path[-1]] not in path:
+        path.append(forwards[path[-1]])
+    return tuple(path)
+
+
+def check(events: Iterable[Event], stored: list[Stored], counted: list[Counted],
+          routes: Routes, dedupe: frozenset[str], now: float,
+          forwarding: frozenset[str] = frozenset(), margin: float = 0.25) -> Report:
+    """Every invariant of ``INVARIANTS`` over one soak's events and final state.
+    ``routes``: where each copy of a send may be (``chain``); ``dedupe``: the entities that
+    detect duplicates; ``forwarding``: those that forward (their main queue counts as
+    transfer, S13.2); ``now``: when the final state was read (times to live)."""
+    log = list(events)
+    report = Report()
+    for e in log:
+        if e.ev not in ("tx_begin",):
+            report.operations[e.role] += 1
+        if not e.ok:
+            report.errors[e.role] += 1
+    _locks(log, report, margin)
+    _completions(log, report, margin)
+    _lost(log, stored, routes, now, report)
+    _duplicates(log, stored, dedupe, report)
+    _sessions(log, report, margin)
+    _transactions(log, stored, report)
+    _numbers(stored, report)
+    _counts(stored, counted, forwarding, report)
+    return report
+
+
+def _releases(log: list[Event]) -> dict[str, float]:
+    """Per lock token: when the first settlement or transaction naming it started."""
+    out: dict[str, float] = {}
+    for e in log:
+        tokens = [e.token] if e.ev == "settle" and e.action != "renew" else (
+            [t for _, t in e.locks] if e.ev == "tx_begin" else [])
+        for token in tokens:
+            if token is not None:
+                out[token] = min(out.get(token, e.started), e.started)
+    return out
+
+
+def _held(log: list[Event], kind: str) -> dict[tuple[str, str], list[tuple[float, float, str]]]:
+    """Per (entity, message or session): the certainly-held intervals of its locks."""
+    releases = _releases(log)
+    renewed: dict[str, float] = {}
+    for e in log:
+        if e.ev == "settle" and e.action == "renew" and e.ok and e.token and e.until:
+            renewed[e.token] = max(renewed.get(e.token, 0.0), e.until)
+    ends = {e.token: e.started for e in log if e.ev == "session_release" and e.token}
+    out: dict[tuple[str, str], list[tuple[float, float, str]]] = defaultdict(list)
+    for e in log:
+        if e.token is None or e.until is None:
+            continue
+        if kind == "message" and e.ev == "receive" and e.mode == "peek_lock":
+            key = (e.entity, str(e.seq))
+            end = min(max(e.until, renewed.get(e.token, 0.0)), releases.get(e.token, e.until))
+        elif kind == "session" and e.ev == "session_lock" and e.session is not None:
+            key = (e.entity, e.session)
+            end = min(e.until, ends.get(e.token, e.until))
+        else:
+            continue
+        out[key].append((e.at, end, e.token))
+    return out
+
+
+def _overlaps(report: Report, invariant: str,
+              held: dict[tuple[str, str], list[tuple[float, float, str]]], margin: float
+              ) -> None:
+    for key, spans in held.items():
+        spans.sort()
+        for i, (_, end, token) in enumerate(spans):
+            for other_start, other_end, other in spans[i + 1:]:
+                if other_start >= end - margin:
+                    break
+                if other != token and min(end, other_end) - other_start > margin:
+                    report.add(invariant, f"{key}: {token} and {other} both held at "
+                                          f"{other_start:.2f}")
+
+
+def _locks(log: list[Event], report: Report, margin: float) -> None:
+    _overlaps(report, "overlapping locks", _held(log, "message"), margin)
+
+
+def _completed(log: list[Event]) -> dict[tuple[str, int], float]:
+    """Per (entity, sequence number): when its completion first returned (a complete, a
+    receive-and-delete, a committed transaction's complete)."""
+    out: dict[tuple[str, int], float] = {}
+    committed = {e.tx: e.at for e in log if e.ev == "tx_end" and e.ok and e.tx}
+
+    def done(entity: str, seq: int | None, at: float) -> None:
+        if seq is not None:
+            key = (entity, int(seq))
+            out[key] = min(out.get(key, at), at)
+
+    for e in log:
+        taken = e.ev == "receive" and e.mode == "receive_and_delete"
+        if taken or (e.ev == "settle" and e.action == "complete" and e.ok):
+            done(e.entity, e.seq, e.at)
+        elif e.ev == "tx_begin" and e.tx in committed:
+            for seq, _ in e.locks:
+                done(e.entity, seq, committed[e.tx])
+    return out
+
+
+def _completions(log: list[Event], report: Report, margin: float) -> None:
+    completed = _completed(log)
+    for e in log:
+        if e.ev != "receive" or e.seq is None:
+            continue
+        at = completed.get((e.entity, int(e.seq)))
+        if at is not None and e.started > at + margin:
+            report.add("delivered after completion",
+                       f"{e.entity} #{e.seq} ({e.id}) received at {e.started:.2f}, "
+                       f"completed at {at:.2f}")
+
+
+def _sent(log: list[Event]) -> list[Event]:
+    """Sends that must not be lost: outside a transaction, or in one that committed."""
+    committed = {e.tx for e in log if e.ev == "tx_end" and e.ok}
+    return [e for e in log if e.ev == "send" and (e.tx is None or e.tx in committed)]
+
+
+def _lost(log: list[Event], stored: list[Stored], routes: Routes, now: float,
+          report: Report) -> None:
+    ids_of = {(e.entity, int(e.seq)): e.id for e in log if e.ev == "receive" and e.seq is not None}
+    gone: set[tuple[str, str | None]] = {
+        (entity, ids_of.get((entity, seq))) for entity, seq in _completed(log)}
+    held = {(s.entity, s.id) for s in stored}
+    for send in _sent(log):
+        expired = send.ttl is not None and send.at + send.ttl < now
+        for message in send.ids:
+            for route in routes(send):
+                if expired or any((entity, message) in held or (entity, message) in gone
+                                  for entity in route):
+                    continue
+                report.add("lost", f"{message} sent to {send.entity} at {send.at:.2f} "
+                                   f"by {send.role}: nowhere on {' -> '.join(route)}")
+
+
+def _duplicates(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
+                report: Report) -> None:
+    seqs: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for e in log:
+        if e.ev == "receive" and e.entity in dedupe and e.id is not None and e.seq is not None:
+            seqs[(e.entity, e.id)].add(int(e.seq))
+    for s in stored:
+        if s.entity in dedupe:
+            seqs[(s.entity, s.id)].add(s.seq)
+    for (entity, message), numbers in seqs.items():
+        if len(numbers) > 1:
+            report.add("duplicate delivered twice", f"{entity} {message}: {sorted(numbers)}")
+    once = Counter(m for e in _sent(log) for m in e.ids)
+    for e in log:  # an id sent once is one message on each entity it reaches
+        if e.ev == "receive" and e.entity not in dedupe and e.id is not None \
+                and once[e.id] == 1 and e.seq is not None:
+            seqs[(e.entity, "copy:" + e.id)].add(int(e.seq))
+    for s in stored:
+        if s.entity not in dedupe and once[s.id] == 1:
+            seqs[(s.entity, "copy:" + s.id)].add(s.seq)
+    for (entity, key), numbers in seqs.items():
+        if key.startswith("copy:") and len(numbers) > 1:
+            report.add("copies", f"{entity} {key[5:]}: {sorted(numbers)}")
+
+
+def _sessions(log: list[Event], report: Report, margin: float) -> None:
+    firsts: dict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for e in log:
+        if e.ev == "receive" and e.session is not None and e.count == 1 and e.seq is not None:
+            firsts[(e.entity, e.session)].append((e.at, int(e.seq)))
+    for key, seen in firsts.items():
+        seen.sort()
+        for (_, before), (at, after) in pairwise(seen):
+            if after < before:
+                report.add("session order", f"{key}: #{after} first delivered at {at:.2f} "
+                                            f"after #{before}")
+    _overlaps(report, "session holders", _held(log, "session"), margin)
+
+
+def _transactions(log: list[Event], stored: list[Stored], report: Report) -> None:
+    ended = {e.tx: e for e in log if e.ev == "tx_end" and e.tx is not None}
+    seen = {s.id for s in stored} | {e.id for e in log if e.ev == "receive" and e.id}
+    kept = {(s.entity, s.seq) for s in stored}
+    for begin in (e for e in log if e.ev == "tx_begin" and e.tx):
+        end = ended.get(str(begin.tx))
+        visible = [m for m in begin.ids if m in seen]
+        if end is not None and not end.ok and visible:
+            report.add("transaction partial", f"{begin.tx} failed, yet {visible} visible")
+        elif end is None and 0 < len(visible) < len(begin.ids):
+            report.add("transaction partial", f"{begin.tx}: {len(visible)} of "
+                                              f"{len(begin.ids)} sends visible")
+        elif end is None and visible and any((begin.entity, s) in kept for s, _ in begin.locks):
+            report.add("transaction partial", f"{begin.tx}: sends visible, a complete not")
+
+
+def _numbers(stored: list[Stored], report: Report) -> None:
+    from sbqueue.core.sequence import partition_of
+
+    twice = Counter((s.entity, s.seq) for s in stored)
+    for (entity, seq), n in twice.items():
+        if n > 1:
+            report.add("numbers", f"{entity} #{seq} held {n} times")
+    for s in stored:
+        if partition_of(s.seq) != s.partition:
+            report.add("numbers", f"{s.entity} #{s.seq} in partition {s.partition}")
+
+
+def _counts(stored: list[Stored], counted: list[Counted], forwarding: frozenset[str],
+            report: Report) -> None:
+    tally: dict[str, Counter[str]] = defaultdict(Counter)
+    for s in stored:
+        kind = {"DeadLetter": "dead_letter", "TransferDeadLetter": "transfer_dead_letter",
+                "Transfer": "transfer"}.get(s.sub_queue)
+        if kind is None:
+            kind = "scheduled" if s.state == "Scheduled" else (
+                "transfer" if s.entity in forwarding else "active")
+        tally[s.entity][kind] += 1
+    for c in counted:
+        mine = tally[c.entity]
+        told = {"active": c.active, "scheduled": c.scheduled, "dead_letter": c.dead_letter,
+                "transfer_dead_letter": c.transfer_dead_letter, "transfer": c.transfer}
+        held = {k: mine[k] for k in told}
+        if told != held or c.total != sum(told.values()):
+            report.add("counts", f"{c.entity}: runtime {told} (total {c.total}), held {held}")
