@@ -30,7 +30,11 @@ class Event:
     - ``settle``: ``action`` on (``seq``, ``token``) returned ``ok`` (else ``error``);
     - ``tx_begin`` / ``tx_end``: a transaction's sends (``ids``) and completes (``locks``),
       then whether its commit returned (``ok``);
-    - ``session_lock`` / ``session_release``: a session lock taken ``until``, given back.
+    - ``session_lock`` / ``session_release``: a session lock taken ``until``, given back;
+    - ``settle_begin`` / ``receive_begin``: written before a complete or a
+      receive-and-delete call, with the ``call`` id its end event repeats. A begin with no
+      end is a call a kill interrupted: it may have taken effect.
+    - ``step``: one step of a job role (forward, maintain).
     """
 
     ev: str
@@ -54,6 +58,7 @@ class Event:
     at: float = 0.0
     until: float | None = None
     pid: int = 0
+    call: str | None = None
 
     @staticmethod
     def from_json(line: str) -> Event:

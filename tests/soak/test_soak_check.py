@@ -147,3 +147,19 @@ def test_histories_survive_a_line_cut_short(tmp_path: Path) -> None:
         f.write(json.dumps({"ev": "send", "role": "sender"})[:-5])  # a kill mid-line
     [event] = list(read_histories([path]))
     assert (event.ev, event.ids, event.role) == ("send", ("a",), "sender")
+
+
+def test_a_kill_inside_a_complete_or_a_receive_and_delete_is_not_a_loss() -> None:
+    got = receive("a", P1, "t1", at=2.0, until=62.0)
+    cut = Event(ev="settle_begin", role="receiver", entity=Q, seq=P1, token="t1",
+                action="complete", call="c1", started=3.0)
+    assert run([send(("a",)), got, cut]) == {}  # it may have completed the message
+    ended = [*[send(("a",)), got, cut],
+             Event(ev="settle", role="receiver", entity=Q, seq=P1, token="t1",
+                   action="complete", ok=False, error="MessageLockLostError", call="c1",
+                   started=3.0, at=3.5)]
+    assert list(run(ended)) == ["lost"]  # it returned a failure: the message must be held
+    taking = Event(ev="receive_begin", role="rnd", entity=Q, mode="receive_and_delete",
+                   count=1, call="r1", started=3.0)
+    assert run([send(("a",)), taking]) == {}  # one message may have gone with it
+    assert list(run([send(("a", "b")), taking])) == ["lost"]  # not two
