@@ -116,14 +116,28 @@ def check(events: Iterable[Event], stored: list[Stored], counted: list[Counted],
 
 
 def _releases(log: list[Event]) -> dict[str, float]:
-    """Per lock token: when the first settlement or transaction naming it started."""
+    """Per lock token: when the first settlement or transaction naming it started; for a
+    session's messages, also when their holder gave the session back."""
     out: dict[str, float] = {}
+
+    def release(token: str | None, at: float) -> None:
+        if token is not None:
+            out[token] = min(out.get(token, at), at)
+
     for e in log:
-        tokens = [e.token] if e.ev == "settle" and e.action != "renew" else (
-            [t for _, t in e.locks] if e.ev == "tx_begin" else [])
-        for token in tokens:
-            if token is not None:
-                out[token] = min(out.get(token, e.started), e.started)
+        if e.ev == "settle" and e.action != "renew":
+            release(e.token, e.started)
+        elif e.ev == "tx_begin":
+            for _, token in e.locks:
+                release(token, e.started)
+    given_back = sorted((e.started, e.pid, e.entity, e.session) for e in log
+                        if e.ev == "session_release")
+    for e in log:
+        if e.ev == "receive" and e.session is not None:
+            at = next((t for t, pid, entity, session in given_back if t >= e.at
+                       and (pid, entity, session) == (e.pid, e.entity, e.session)), None)
+            if at is not None:
+                release(e.token, at)
     return out
 
 

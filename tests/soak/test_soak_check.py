@@ -163,3 +163,17 @@ def test_a_kill_inside_a_complete_or_a_receive_and_delete_is_not_a_loss() -> Non
                    count=1, call="r1", started=3.0)
     assert run([send(("a",)), taking]) == {}  # one message may have gone with it
     assert list(run([send(("a", "b")), taking])) == ["lost"]  # not two
+
+
+def test_a_session_given_back_releases_its_messages() -> None:
+    """A holder that gives a session back leaves its messages' locks with it: the next
+    holder's receive of them is not an overlap."""
+    log = [send(("a",), session="s"),
+           receive("a", P1, "t1", at=2.0, until=62.0, session="s", count=1, pid=7),
+           Event(ev="session_release", role="w1", entity=Q, session="s", token="x",
+                 started=3.0, at=3.5, pid=7),
+           receive("a", P1, "t2", at=4.0, until=64.0, session="s", count=2, pid=8)]
+    assert run(log, [held("a", P1)]) == {}
+    log[2] = Event(ev="session_release", role="w1", entity=Q, session="s", token="x",
+                   started=3.0, at=3.5, pid=9)  # another process's release: still held
+    assert list(run(log, [held("a", P1)])) == ["overlapping locks"]

@@ -1,0 +1,173 @@
+"""The chaos soak (issue 21 point 1), one command:
+
+    python tests/soak/soak.py --minutes 60 [--root DIR] [--kill-every 6] [--seed 1]
+
+Creates the soak's entities (``soak_topology``) on a new local namespace, starts one
+process per role (``soak_roles``), and for ``--minutes`` a chaos thread sends SIGKILL to a
+random role every few seconds and starts it again. Then every role is stopped, the final
+state is read, and ``soak_check`` judges the histories against it. Prints one table (role,
+operations, errors, kills; each invariant with its violations) and exits 1 on any
+violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from soak_check import INVARIANTS, Counted, Report, Stored, check  # noqa: E402
+from soak_history import read_histories  # noqa: E402
+from soak_topology import DEDUPE, FORWARDS, create, entities, routes  # noqa: E402
+
+ROLES = ("sender", "sender#2", "frame-sender", "receiver", "receiver#2", "taker", "drain",
+         "session-worker", "session-worker#2", "transaction", "forwarder", "maintainer")
+STOP_GRACE = 120.0  # seconds a stopped role may take to finish its operation
+
+
+@dataclass
+class Fleet:
+    """The role processes, their incarnations and the kills they took."""
+
+    root: str
+    logs: Path
+    seed: int
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    starts: Counter[str] = field(default_factory=Counter)
+    kills: Counter[str] = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, role: str) -> None:
+        self.starts[role] += 1
+        n = self.starts[role]
+        history = self.logs / f"{role.replace('#', '-')}-{n}.jsonl"
+        env = {**os.environ, "SBQUEUE_SPARK_MASTER": "local[1]",
+               "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+        err = (self.logs / f"{role.replace('#', '-')}-{n}.err").open("wb")
+        self.procs[role] = subprocess.Popen(
+            [sys.executable, str(HERE / "soak_roles.py"), role, self.root, str(history),
+             str(self.seed * 1000 + n)], env=env, stdout=subprocess.DEVNULL, stderr=err,
+            stdin=subprocess.DEVNULL)
+
+    def kill_one(self, rng: random.Random) -> None:
+        with self.lock:
+            role = rng.choice(sorted(self.procs))
+            self.procs[role].send_signal(signal.SIGKILL)
+            self.procs[role].wait()
+            self.kills[role] += 1
+            self.start(role)
+
+    def stop(self) -> None:
+        with self.lock:
+            for proc in self.procs.values():
+                proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE
+            for proc in self.procs.values():
+                try:
+                    proc.wait(max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def chaos(fleet: Fleet, until: float, every: float, rng: random.Random) -> None:
+    while time.monotonic() < until:
+        time.sleep(min(rng.uniform(0.5 * every, 1.5 * every), max(0.0, until - time.monotonic())))
+        if time.monotonic() < until:
+            fleet.kill_one(rng)
+
+
+def final_state(root: str) -> tuple[list[Stored], list[Counted]]:
+    """Every message held at the end (the entities' views) and their runtime counts."""
+    from sbqueue import Namespace
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    namespace = Namespace(root)
+    admin = ServiceBusAdministrationClient(root, spark=namespace.spark)
+    stored: list[Stored] = []
+    counted: list[Counted] = []
+    for path in entities():
+        for r in namespace.entity(path).messages().select(
+                "message_id", "sequence_number", "partition_id", "sub_queue", "state"
+        ).collect():
+            stored.append(Stored(path, str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4])))
+        props: Any
+        if "/Subscriptions/" in path:
+            topic, _, sub = path.split("/")
+            props = admin.get_subscription_runtime_properties(topic, sub)
+            scheduled = 0  # a subscription shows no scheduled message (S8.5)
+        else:
+            props = admin.get_queue_runtime_properties(path)
+            scheduled = props.scheduled_message_count
+        counted.append(Counted(
+            path, props.active_message_count, scheduled, props.dead_letter_message_count,
+            props.transfer_dead_letter_message_count, props.transfer_message_count,
+            props.total_message_count))
+    return stored, counted
+
+
+def table(report: Report, fleet: Fleet) -> str:
+    lines = [f"{'role':<18} {'operations':>10} {'errors':>7} {'kills':>6}"]
+    for role in ROLES:
+        name = role.split("#")[0]
+        lines.append(f"{role:<18} {report.operations[name] if role == name else '':>10} "
+                     f"{report.errors[name] if role == name else '':>7} {fleet.kills[role]:>6}")
+    lines.append("")
+    lines.append(f"{'invariant':<30} {'violations':>10}")
+    for name in INVARIANTS:
+        lines.append(f"{name:<30} {len(report.violations[name]):>10}")
+    lines.append(f"{'(unattributed: taken by a killed receive-and-delete)':<30} "
+                 f"{report.unattributed:>4}")
+    for name in INVARIANTS:
+        for example in report.violations[name][:5]:
+            lines.append(f"  {name}: {example}")
+    return "\n".join(lines)
+
+
+def soak(minutes: float, root: str, every: float, seed: int) -> tuple[Report, Fleet]:
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    create(ServiceBusAdministrationClient(root))
+    logs = Path(root) / "histories"
+    logs.mkdir(parents=True, exist_ok=True)
+    fleet = Fleet(root, logs, seed)
+    for role in ROLES:
+        fleet.start(role)
+    until = time.monotonic() + minutes * 60
+    chaos(fleet, until, every, random.Random(seed))
+    fleet.stop()
+    stored, counted = final_state(root)
+    report = check(read_histories(sorted(logs.glob("*.jsonl"))), stored, counted, routes,
+                   frozenset({DEDUPE}), time.time(), forwarding=frozenset(FORWARDS))
+    return report, fleet
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--root", default=None, help="namespace folder (default: a new one)")
+    parser.add_argument("--kill-every", type=float, default=6.0, help="seconds, on average")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    root = args.root or tempfile.mkdtemp(prefix="sbqueue-soak-")
+    report, fleet = soak(args.minutes, root, args.kill_every, args.seed)
+    print(table(report, fleet))
+    print(f"namespace and histories: {root}")
+    return 0 if report.clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The soak's entities: what is created, where each send's copies may end up, which
+entities forward and which detect duplicates (what ``soak_check`` needs to know)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from soak_check import chain
+from soak_history import Event
+
+__all__ = ["DEDUPE", "FORWARDS", "SESSIONS", "SUBSCRIPTIONS", "TOPIC", "TX_OUT", "WORK",
+           "chain_end", "chain_start", "create", "entities", "routes", "subscription_path"]
+
+WORK = "work"  # partitioned, short locks, expiry to the dead-letter queue
+PARKING = "parking"  # the work queue's dead letters are forwarded here
+SESSIONS = "sessions"
+DEDUPE = "dedupe"
+TX_OUT = "tx-out"
+CHAIN = ("chain-a", "chain-b", "chain-c")
+TOPIC = "events"
+# subscription -> (SQL filter, SQL action, whether a message with application property n
+# matches)
+SUBSCRIPTIONS: dict[str, tuple[str | None, str | None, Any]] = {
+    "all": (None, None, lambda n: True),
+    "even": ("n % 2 = 0", "SET tagged = TRUE", lambda n: n % 2 == 0),
+}
+# entity -> where it forwards: messages (forward_to) ...
+FORWARDS = {CHAIN[0]: CHAIN[1], CHAIN[1]: CHAIN[2]}
+# ... and dead letters (forward_dead_lettered_messages_to)
+DEAD_LETTERS_TO = {WORK: PARKING}
+LOCK = timedelta(seconds=5)
+
+
+def chain_start() -> str:
+    return CHAIN[0]
+
+
+def chain_end() -> str:
+    return CHAIN[-1]
+
+
+def subscription_path(name: str) -> str:
+    return f"{TOPIC}/Subscriptions/{name}"
+
+
+def create(admin: Any) -> None:
+    """Every entity of the soak, on a new namespace."""
+    from sbqueue.management import RuleProperties, SqlRuleAction, SqlRuleFilter
+
+    admin.create_queue(PARKING)
+    admin.create_queue(WORK, enable_partitioning=True, lock_duration=LOCK,
+                       max_delivery_count=5, dead_lettering_on_message_expiration=True,
+                       forward_dead_lettered_messages_to=PARKING)
+    admin.create_queue(SESSIONS, requires_session=True, lock_duration=LOCK,
+                       enable_partitioning=True)
+    admin.create_queue(DEDUPE, requires_duplicate_detection=True,
+                       duplicate_detection_history_time_window=timedelta(hours=1))
+    admin.create_queue(TX_OUT)
+    for name in reversed(CHAIN):
+        admin.create_queue(name, lock_duration=LOCK, forward_to=FORWARDS.get(name))
+    admin.create_topic(TOPIC, enable_partitioning=True)
+    for name, (sql, action, _) in SUBSCRIPTIONS.items():
+        rule = None if sql is None else RuleProperties(
+            name, SqlRuleFilter(sql), None if action is None else SqlRuleAction(action))
+        admin.create_subscription(TOPIC, name, lock_duration=LOCK, default_rule=rule)
+
+
+def entities() -> list[str]:
+    """Every entity that holds messages (queues and subscriptions)."""
+    return [WORK, PARKING, SESSIONS, DEDUPE, TX_OUT, *CHAIN,
+            *(subscription_path(s) for s in SUBSCRIPTIONS)]
+
+
+def routes(send: Event) -> list[tuple[str, ...]]:
+    """Where each copy of a send may be: along its forwarding chain, or (a topic) in each
+    subscription whose filter matches."""
+    if send.entity == TOPIC:
+        n = send.props.get("n")
+        return [(subscription_path(name),) for name, (_, _, hit) in SUBSCRIPTIONS.items()
+                if n is not None and hit(n)]
+    return [chain(send.entity, {**FORWARDS, **DEAD_LETTERS_TO})]
