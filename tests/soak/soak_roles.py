@@ -48,7 +48,11 @@ def _stop(*_: object) -> None:
 
 
 def _epoch(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
+    """Seconds since the epoch; Spark's timestamps come back naive, in UTC (the session's
+    zone)."""
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
 
 
 class Role:
