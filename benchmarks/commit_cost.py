@@ -17,11 +17,14 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   process on a 16-partition queue: messages per second, and conflicts retried.
 - ``aio``: the same loop as 16 asyncio tasks of ``sbqueue.aio`` (issue 20 point 5).
 - ``create``: ``create_queue`` beside a raw ``CREATE TABLE`` of one Delta table.
+- ``frames``: a DataFrame send, receive and complete of 100 messages, each beside a raw
+  100-row append; the complete also with driver commits off (decision 021).
 - ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
   then completing them: how many were lost.
 - ``drain``, ``forward``, ``pool``: the DataFrame drain of ``--drain`` messages
-  (``engine_scale.bulk``: 100,000 a round, and all in one receive, each on its own queue), forwarding ``--forward`` messages (``jobs.forward``) and the
-  session worker pool (``sessions.pool``), each beside its own raw baseline.
+  (``engine_scale.bulk``: 100,000 a round, and all in one receive, each on its own
+  queue), forwarding ``--forward`` messages (``jobs.forward``) and the session worker
+  pool (``sessions.pool``), each beside its own raw baseline.
 
     python benchmarks/commit_cost.py [--parts single,sdk50,loop,create] [--reps 7]
 
@@ -131,6 +134,47 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     return {"part": "single", "reps": reps, "p50_s": p50, "jobs": jobs,
             "ratio_to_raw_append": {k: round(p50[k] / p50["raw_append"], 2)
                                     for k in keys[1:]}}
+
+
+def frames(spark: Any, root: str, reps: int) -> dict[str, Any]:
+    """The DataFrame API at a small size (decision 021): a send of 100 rows, a receive of
+    100 (decided on the driver) and its complete, each beside a raw 100-row Delta append;
+    ``complete_merge`` is the same complete with driver commits off (the guarded MERGE)."""
+    from sbqueue import Namespace
+
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    admin.create_queue("frames", enable_partitioning=True, lock_duration="PT5M")
+    queue = Namespace(root, spark).entity("frames")
+    rows = spark.range(100).selectExpr(f"'{BODY}' AS body", "CAST(id AS STRING) AS partition_key")
+    path = f"{root}/raw-frames"
+    raw = spark.range(100).selectExpr("id", f"'{BODY}' AS body")
+    raw.write.format("delta").save(path)
+
+    def raw_append() -> None:
+        raw.write.format("delta").mode("append").save(path)
+
+    def round_() -> tuple[tuple[str, Any], ...]:
+        got: list[Any] = []
+        return (
+            ("raw_append_100", raw_append),
+            ("send_dataframe_100", lambda: queue.send_dataframe(rows)),
+            ("raw_append_100", raw_append),
+            ("receive_dataframe_100", lambda got=got: got.append(
+                queue.receive_dataframe(100).localCheckpoint())),
+            ("raw_append_100", raw_append),
+            ("complete_dataframe_100", lambda got=got: queue.complete_dataframe(got[0])),
+            ("send_dataframe_100", lambda: queue.send_dataframe(rows)),
+            ("receive_dataframe_100", lambda got=got: got.append(
+                queue.receive_dataframe(100).localCheckpoint())),
+            ("raw_append_100", raw_append),
+            ("complete_merge_100", lambda got=got: spark_merges(
+                lambda: queue.complete_dataframe(got[1]))),
+        )
+
+    p50, jobs = _interleaved(spark, [round_() for _ in range(reps)])
+    return {"part": "frames", "reps": reps, "p50_s": p50, "jobs": jobs,
+            "ratio_to_raw_append": {k: round(v / p50["raw_append_100"], 2)
+                                    for k, v in p50.items() if k != "raw_append_100"}}
 
 
 def sdk50(spark: Any, root: str) -> dict[str, Any]:
@@ -314,6 +358,7 @@ def main() -> None:
         "loop": lambda spark, root: loop(spark, root, args.loop_messages),
         "aio": lambda spark, root: aio_loop(spark, root, args.loop_messages),
         "create": lambda spark, root: create(spark, root, args.reps),
+        "frames": lambda spark, root: frames(spark, root, args.reps),
         "renewer": lambda spark, root: renewer(spark, root, args.renew_minutes),
         "drain": drain, "forward": forward, "pool": pool,
     })
