@@ -134,7 +134,7 @@ def test_s6_a_small_dataframe_settlement_commits_on_the_driver_once(
     dead, jobs = spark_jobs(lambda: queue.dead_letter_dataframe(
         rest.where("sequence_number % 2 = 0"), "bad", "why"))
     assert jobs == 1 and dead.settled == rest.where("sequence_number % 2 = 0").count()
-    clock.advance(61)  # the other locks end: S6.6, lock lost
+    clock.advance(180)  # the other locks end (past the stored grace too): S6.6, lock lost
     lost = queue.abandon_dataframe(rest.where("sequence_number % 2 = 1"))
     assert lost.settled == 0 and len(lost.lock_lost) == 20 - dead.settled
     counts = queue.counts()
