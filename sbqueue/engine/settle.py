@@ -11,7 +11,7 @@ commit conflicts only with work on those partitions (S14.1).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -171,7 +171,7 @@ def settle_here(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, 
     rows = {int(r["sequence_number"]): r for r in stored
             if r["row_type"] == "m" and r["lane"] in lanes and int(r["sequence_number"])
             in wanted}
-    result = SettleResult(locked_until=ctx.renewed_until if ctx.kind == "renew" else None)
+    result = SettleResult()
     outcome = {c: e for c, e in settle_outcome(ctx).items() if not c.startswith("_")}
     changed: dict[int, dict[str, Any]] = {}
     for seq, token in wanted.items():
@@ -183,15 +183,16 @@ def settle_here(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, 
         else:
             changed[seq] = {**row, **{c: e.evaluate(row) for c, e in outcome.items()}}
     if not changed:
-        return replace(result, locked_until=None)
-    moved = {(int(r["partition_id"]), r["lane"]) for seq, r in changed.items()} | {
-        (int(rows[seq]["partition_id"]), rows[seq]["lane"]) for seq in changed}
+        return result
+    moved = {(int(r["partition_id"]), r["lane"])
+             for r in [*changed.values(), *(rows[seq] for seq in changed)]}
     kept = [r for r in stored if (int(r["partition_id"]), r["lane"]) in moved and not (
         r["row_type"] == "m" and int(r["sequence_number"]) in changed)]
     written = [] if ctx.kind == "complete" else list(changed.values())
     ledger.rewrite_here(pinned, [{"partition_id": p, "lane": lane} for p, lane in sorted(moved)],
                         kept + written)
     result.settled = len(changed)
+    result.locked_until = ctx.renewed_until if ctx.kind == "renew" else None
     return result
 
 

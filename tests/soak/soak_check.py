@@ -104,10 +104,12 @@ def check(events: Iterable[Event], stored: list[Stored], counted: list[Counted],
             report.operations[e.role] += 1
         if not e.ok:
             report.errors[e.role] += 1
+    completed = _completed(log)
     _locks(log, report, margin)
-    _completions(log, report, margin)
-    _lost(log, stored, routes, now, report)
+    _completions(log, completed, report, margin)
+    _lost(log, completed, stored, routes, now, report)
     _duplicates(log, stored, dedupe, report)
+    _copies(log, stored, dedupe, report)
     _sessions(log, report, margin)
     _transactions(log, stored, report)
     _numbers(stored, report)
@@ -204,8 +206,8 @@ def _completed(log: list[Event]) -> dict[tuple[str, int], float]:
     return out
 
 
-def _completions(log: list[Event], report: Report, margin: float) -> None:
-    completed = _completed(log)
+def _completions(log: list[Event], completed: dict[tuple[str, int], float], report: Report,
+                 margin: float) -> None:
     for e in log:
         if e.ev != "receive" or e.seq is None:
             continue
@@ -229,10 +231,10 @@ def _interrupted(log: list[Event]) -> list[Event]:
             and e.call not in ended]
 
 
-def _lost(log: list[Event], stored: list[Stored], routes: Routes, now: float,
-          report: Report) -> None:
+def _lost(log: list[Event], completed: dict[tuple[str, int], float], stored: list[Stored],
+          routes: Routes, now: float, report: Report) -> None:
     ids_of = {(e.entity, int(e.seq)): e.id for e in log if e.ev == "receive" and e.seq is not None}
-    maybe = dict(_completed(log))
+    maybe = dict(completed)
     cut = _interrupted(log)
     for e in cut:  # a complete or a transaction that may have committed before the kill
         seqs = [e.seq] if e.ev == "settle_begin" and e.action == "complete" else (
@@ -262,29 +264,39 @@ def _lost(log: list[Event], stored: list[Stored], routes: Routes, now: float,
                                    f"by {send.role}: nowhere on {' -> '.join(route)}")
 
 
-def _duplicates(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
-                report: Report) -> None:
+def _numbers_of(log: list[Event], stored: list[Stored], counts: Callable[[str, str], bool]
+                ) -> dict[tuple[str, str], set[int]]:
+    """Per (entity, message id) that ``counts``: the sequence numbers it was received or is
+    held at."""
     seqs: dict[tuple[str, str], set[int]] = defaultdict(set)
     for e in log:
-        if e.ev == "receive" and e.entity in dedupe and e.id is not None and e.seq is not None:
+        if e.ev == "receive" and e.id is not None and e.seq is not None \
+                and counts(e.entity, e.id):
             seqs[(e.entity, e.id)].add(int(e.seq))
     for s in stored:
-        if s.entity in dedupe:
+        if counts(s.entity, s.id):
             seqs[(s.entity, s.id)].add(s.seq)
+    return seqs
+
+
+def _duplicates(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
+                report: Report) -> None:
+    """One duplicate-detection id is one message: one sequence number."""
+    seqs = _numbers_of(log, stored, lambda entity, _: entity in dedupe)
     for (entity, message), numbers in seqs.items():
         if len(numbers) > 1:
             report.add("duplicate delivered twice", f"{entity} {message}: {sorted(numbers)}")
+
+
+def _copies(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
+            report: Report) -> None:
+    """An id sent once is one message on each entity it reaches (forwarded, fanned out)."""
     once = Counter(m for e in _sent(log) for m in e.ids)
-    for e in log:  # an id sent once is one message on each entity it reaches
-        if e.ev == "receive" and e.entity not in dedupe and e.id is not None \
-                and once[e.id] == 1 and e.seq is not None:
-            seqs[(e.entity, "copy:" + e.id)].add(int(e.seq))
-    for s in stored:
-        if s.entity not in dedupe and once[s.id] == 1:
-            seqs[(s.entity, "copy:" + s.id)].add(s.seq)
-    for (entity, key), numbers in seqs.items():
-        if key.startswith("copy:") and len(numbers) > 1:
-            report.add("copies", f"{entity} {key[5:]}: {sorted(numbers)}")
+    seqs = _numbers_of(log, stored,
+                       lambda entity, message: entity not in dedupe and once[message] == 1)
+    for (entity, message), numbers in seqs.items():
+        if len(numbers) > 1:
+            report.add("copies", f"{entity} {message}: {sorted(numbers)}")
 
 
 def _sessions(log: list[Event], report: Report, margin: float) -> None:
