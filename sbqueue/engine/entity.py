@@ -91,6 +91,7 @@ from sbqueue.engine.settle import (
     settle_once,
 )
 from sbqueue.engine.storage_guard import storage_guarded
+from sbqueue.engine.tally import Held, held_here, per_partition, tally
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageNotFoundError,
@@ -758,8 +759,18 @@ class Entity:
         return self.peek_dataframe(max_messages, from_sequence, after, session_id).collect()
 
     def counts(self) -> dict[str, int]:
-        """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2)."""
-        return count_messages(self.messages(), forwarding=bool(self.props.forward_to))
+        """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2):
+        read on the driver where it can be (``engine.tally``), else through the view."""
+        forwarding = bool(self.props.forward_to)
+        held = self._held_here()
+        if held is None:
+            return count_messages(self.messages(), forwarding)
+        return tally(((h[1], h[2], 1, h[3]) for h in held), forwarding)
+
+    def _held_here(self) -> list[Held] | None:
+        if self.dedupe is not None:  # the view drops duplicates: Spark decides which
+            return None
+        return held_here(self.inbox, self.ledger, self.partitions, self.target, utcnow())
 
     def accessed_at(self) -> datetime | None:
         """When a message was last sent, received or settled (S16.2)."""
@@ -767,6 +778,9 @@ class Entity:
 
     def partition_counts(self) -> dict[int, int]:
         """Messages per partition (all states and sub-queues)."""
+        held = self._held_here()
+        if held is not None:
+            return per_partition(held, self.partitions)
         rows = self.messages().groupBy("partition_id").count().collect()
         return {p: 0 for p in range(self.partitions)} | {r[0]: r[1] for r in rows}
 

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from sbqueue.core.clock import utcnow
 from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.core.sequence import sequence_sql
-from sbqueue.core.subqueues import TRANSFER_VIEW_NAME, SubQueue, view_name_sql
+from sbqueue.core.subqueues import SubQueue, view_name_sql
 from sbqueue.core.transitions import RECORD_AT, SESSIONLESS_REASON, Lane, completed_by_record
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
@@ -32,6 +32,7 @@ from sbqueue.engine.schema import (
     dead_letter_mark,
     owned_rows_sql,
 )
+from sbqueue.engine.tally import tally
 
 __all__ = [
     "MESSAGE_VIEW_COLUMNS",
@@ -205,28 +206,11 @@ def may_hold_windows(ledger: Ledger, lanes: Sequence[str] = (Lane.TRANSFER, Lane
 
 
 def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
-    """Counts by kind (S16.2: ``active`` is Active and Deferred, locked or not) and the
-    bytes held, from an entity's messages; one query. Messages being forwarded (claimed
-    by a forwarding step: ``sub_queue`` Transfer) count as transfer; on a ``forwarding``
-    entity so do those still waiting for the step (S13.2)."""
+    """``engine.tally.tally`` of an entity's messages read through its view; one query."""
     rows = view.groupBy("sub_queue", "state").agg(
         F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
-    counts = {"active": 0, "scheduled": 0, "dead_letter": 0, "transfer_dead_letter": 0,
-              "transfer": 0}
-    for row in rows:
-        if row["sub_queue"] == SubQueue.DEAD_LETTER.view_name:
-            counts["dead_letter"] += row["n"]
-        elif row["sub_queue"] == SubQueue.TRANSFER_DEAD_LETTER.view_name:
-            counts["transfer_dead_letter"] += row["n"]
-        elif row["state"] == "Scheduled":
-            counts["scheduled"] += row["n"]
-        elif row["sub_queue"] == TRANSFER_VIEW_NAME or forwarding:
-            counts["transfer"] += row["n"]
-        else:
-            counts["active"] += row["n"]
-    counts["total"] = sum(counts.values())
-    counts["size_in_bytes"] = sum(int(r["bytes"] or 0) for r in rows)
-    return counts
+    return tally(((r["sub_queue"], r["state"], int(r["n"]), int(r["bytes"] or 0))
+                  for r in rows), forwarding)
 
 
 def last_commit(tables: list[Inbox | Ledger]) -> datetime | None:

@@ -117,3 +117,49 @@ def test_s3_4_a_sends_numbers_are_read_on_the_driver_without_spark_jobs(
     _, off = spark_jobs(lambda: numbers.setdefault("off", entity.sequence_numbers(sent.send_id)))
     assert numbers["on"] == numbers["off"] and len(set(numbers["on"])) == 4
     assert on == 0 < off
+
+
+def test_s16_2_counts_read_on_the_driver_are_the_views_without_spark_jobs(
+        spark: Any, monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace,
+        spark_jobs: Any) -> None:
+    entity = busy_queue.entity("q")
+    (here, per_here), jobs = spark_jobs(lambda: (entity.counts(), entity.partition_counts()))
+    monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
+    there, per_there = entity.counts(), entity.partition_counts()
+    assert here == there and per_here == per_there and jobs == 0
+    # 15 sent: one completed, one dead-lettered, one scheduled; the deferred one is active
+    assert (here["active"], here["scheduled"], here["dead_letter"], here["total"]) == (
+        12, 1, 1, 14)
+    assert sum(per_here.values()) == 14 and here["size_in_bytes"] > 0
+
+
+def test_s10_1_s8_5_subscription_counts_on_the_driver_are_the_views(
+        spark: Any, admin: Any, namespace_root: str, monkeypatch: pytest.MonkeyPatch,
+        spark_jobs: Any) -> None:
+    from sbqueue.management import RuleProperties, SqlRuleFilter
+
+    admin.create_topic("t", enable_partitioning=True)
+    admin.create_subscription("t", "odd", default_rule=RuleProperties(
+        "odd", SqlRuleFilter("i % 2 = 1"), None))
+    admin.create_subscription("t", "sessions", requires_session=True)
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_topic_sender("t")
+        sender.send_messages([ServiceBusMessage(f"m{i}", application_properties={"i": i})
+                              for i in range(6)])  # no session id: dead-lettered (S10.1)
+        sender.schedule_messages([ServiceBusMessage("later", application_properties={"i": 1})],
+                                 later)  # waits at the topic (S8.5)
+        receiver = client.get_subscription_receiver("t", "odd", max_wait_time=5)
+        got = receiver.receive_messages(2)
+        receiver.complete_message(got[0])
+    namespace = Namespace(namespace_root, spark)
+    # odd: 1, 3, 5, one completed; sessions: every copy without a session id, the scheduled
+    # one too (its copies are made, and marked, when it is sent)
+    for path, expected in (("t/Subscriptions/odd", (2, 0)), ("t/Subscriptions/sessions", (0, 7))):
+        entity = namespace.entity(path)
+        here, jobs = spark_jobs(entity.counts)
+        monkeypatch.setenv("SBQUEUE_DRIVER_READS", "0")
+        there = entity.counts()
+        monkeypatch.delenv("SBQUEUE_DRIVER_READS")
+        assert here == there and jobs == 0
+        assert (here["active"], here["dead_letter"], here["scheduled"]) == (*expected, 0)

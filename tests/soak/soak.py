@@ -1,13 +1,13 @@
 """The chaos soak (issue 21 point 1), one command:
 
-    python tests/soak/soak.py --minutes 60 [--root DIR] [--kill-every 6] [--seed 1]
+    python tests/soak/soak.py --minutes 60 [--root DIR] [--kill-every 30] [--seed 1]
 
-Creates the soak's entities (``soak_topology``) on a new local namespace, starts one
-process per role (``soak_roles``), and for ``--minutes`` a chaos thread sends SIGKILL to a
-random role every few seconds and starts it again. Then every role is stopped, the final
-state is read, and ``soak_check`` judges the histories against it. Prints one table (role,
-operations, errors, kills; each invariant with its violations) and exits 1 on any
-violation.
+Creates the soak's entities (``soak_topology``) on a new local namespace, starts four
+processes that run the roles (``soak_roles``, a thread per role), and for ``--minutes`` a
+chaos thread sends SIGKILL to a random process every ``--kill-every`` seconds on average
+and starts it again. Then every process is stopped, the final state is read, and
+``soak_check`` judges the histories against it. Prints one table (role, operations,
+errors, kills; each invariant with its violations) and exits 1 on any violation.
 """
 
 from __future__ import annotations
@@ -33,9 +33,20 @@ from soak_check import INVARIANTS, Counted, Report, Stored, check  # noqa: E402
 from soak_history import read_histories  # noqa: E402
 from soak_topology import DEDUPE, FORWARDS, create, entities, routes  # noqa: E402
 
-ROLES = ("sender", "sender#2", "frame-sender", "receiver", "receiver#2", "taker", "drain",
-         "session-worker", "session-worker#2", "transaction", "forwarder", "maintainer")
-STOP_GRACE = 120.0  # seconds a stopped role may take to finish its operation
+# The roles, by the process that runs them (each role a thread of it, each process one JVM:
+# on two cores, a JVM per role spent the run starting JVMs). A kill takes a process down
+# with every role in it, in the middle of whatever each was doing.
+PROCESSES = {
+    "producers": ("sender", "sender#2", "frame-sender"),
+    "consumers": ("receiver", "receiver#2", "taker", "drain", "transaction"),
+    "sessions": ("session-worker", "session-worker#2"),
+    "jobs": ("forwarder", "maintainer"),
+}
+ROLES = tuple(role for roles in PROCESSES.values() for role in roles)
+STOP_GRACE = 120.0  # seconds a stopped process may take to finish its operations
+# A process is killed only once it has run this long: a JVM takes 20-40 s to start on two
+# busy cores, and a kill during the start tests nothing but the start.
+MIN_AGE = 60.0
 
 
 @dataclass
@@ -47,28 +58,34 @@ class Fleet:
     seed: int
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     starts: Counter[str] = field(default_factory=Counter)
+    born: dict[str, float] = field(default_factory=dict)
     kills: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self, role: str) -> None:
-        self.starts[role] += 1
-        n = self.starts[role]
-        history = self.logs / f"{role.replace('#', '-')}-{n}.jsonl"
-        env = {**os.environ, "SBQUEUE_SPARK_MASTER": "local[1]",
+    def start(self, process: str) -> None:
+        self.starts[process] += 1
+        n = self.starts[process]
+        env = {**os.environ, "SBQUEUE_SPARK_MASTER": "local[2]",
                "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-        err = (self.logs / f"{role.replace('#', '-')}-{n}.err").open("wb")
-        self.procs[role] = subprocess.Popen(
-            [sys.executable, str(HERE / "soak_roles.py"), role, self.root, str(history),
-             str(self.seed * 1000 + n)], env=env, stdout=subprocess.DEVNULL, stderr=err,
-            stdin=subprocess.DEVNULL)
+        env.pop("SPARK_SUBMIT_OPTS", None)  # the tests' C1-only JVM fills its code cache here
+        self.born[process] = time.monotonic()
+        err = (self.logs / f"{process}-{n}.err").open("wb")
+        self.procs[process] = subprocess.Popen(
+            [sys.executable, str(HERE / "soak_roles.py"), ",".join(PROCESSES[process]),
+             self.root, str(self.logs), str(n), str(self.seed * 1000 + n)],
+            env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
 
     def kill_one(self, rng: random.Random) -> None:
         with self.lock:
-            role = rng.choice(sorted(self.procs))
-            self.procs[role].send_signal(signal.SIGKILL)
-            self.procs[role].wait()
-            self.kills[role] += 1
-            self.start(role)
+            grown = [p for p in sorted(self.procs)
+                     if time.monotonic() - self.born[p] >= MIN_AGE]
+            if not grown:
+                return
+            process = rng.choice(grown)
+            self.procs[process].send_signal(signal.SIGKILL)
+            self.procs[process].wait()
+            self.kills[process] += 1
+            self.start(process)
 
     def stop(self) -> None:
         with self.lock:
@@ -120,11 +137,11 @@ def final_state(root: str) -> tuple[list[Stored], list[Counted]]:
 
 
 def table(report: Report, fleet: Fleet) -> str:
-    lines = [f"{'role':<18} {'operations':>10} {'errors':>7} {'kills':>6}"]
-    for role in ROLES:
-        name = role.split("#")[0]
-        lines.append(f"{role:<18} {report.operations[name] if role == name else '':>10} "
-                     f"{report.errors[name] if role == name else '':>7} {fleet.kills[role]:>6}")
+    lines = [f"{'role':<18} {'process':<10} {'operations':>10} {'errors':>7} {'kills':>6}"]
+    for process, roles in PROCESSES.items():
+        for role in roles:
+            lines.append(f"{role:<18} {process:<10} {report.operations[role]:>10} "
+                         f"{report.errors[role]:>7} {fleet.kills[process]:>6}")
     lines.append("")
     lines.append(f"{'invariant':<30} {'violations':>10}")
     for name in INVARIANTS:
@@ -144,8 +161,8 @@ def soak(minutes: float, root: str, every: float, seed: int) -> tuple[Report, Fl
     logs = Path(root) / "histories"
     logs.mkdir(parents=True, exist_ok=True)
     fleet = Fleet(root, logs, seed)
-    for role in ROLES:
-        fleet.start(role)
+    for process in PROCESSES:
+        fleet.start(process)
     until = time.monotonic() + minutes * 60
     chaos(fleet, until, every, random.Random(seed))
     fleet.stop()
@@ -159,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--root", default=None, help="namespace folder (default: a new one)")
-    parser.add_argument("--kill-every", type=float, default=6.0, help="seconds, on average")
+    parser.add_argument("--kill-every", type=float, default=30.0,
+                        help="seconds between kills, on average")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     root = args.root or tempfile.mkdtemp(prefix="sbqueue-soak-")

@@ -132,12 +132,12 @@ def _releases(log: list[Event]) -> dict[str, float]:
         elif e.ev == "tx_begin":
             for _, token in e.locks:
                 release(token, e.started)
-    given_back = sorted((e.started, e.pid, e.entity, e.session) for e in log
+    given_back = sorted((e.started, (e.pid, e.role, e.entity, e.session)) for e in log
                         if e.ev == "session_release")
     for e in log:
         if e.ev == "receive" and e.session is not None:
-            at = next((t for t, pid, entity, session in given_back if t >= e.at
-                       and (pid, entity, session) == (e.pid, e.entity, e.session)), None)
+            holder = (e.pid, e.role, e.entity, e.session)
+            at = next((t for t, by in given_back if t >= e.at and by == holder), None)
             if at is not None:
                 release(e.token, at)
     return out

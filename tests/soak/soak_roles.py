@@ -1,7 +1,7 @@
-"""One role of the chaos soak, run in a loop in its own process (its own JVM) until it is
+"""The roles of one chaos-soak process, each run in a loop in its own thread until it is
 stopped (SIGTERM: finish the operation in hand) or killed (SIGKILL, by the chaos thread).
 
-    python tests/soak/soak_roles.py ROLE NAMESPACE HISTORY SEED
+    python tests/soak/soak_roles.py ROLE[,ROLE...] NAMESPACE HISTORIES INCARNATION SEED
 
 Every operation's outcome goes to the history (``soak_history``) before the next one.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -23,10 +24,10 @@ from soak_topology import (
     DEDUPE,
     SESSIONS,
     TOPIC,
-    TX_OUT,
     WORK,
     chain_end,
     chain_start,
+    entities,
     subscription_path,
 )
 
@@ -262,9 +263,11 @@ def session_worker(role: Role) -> None:
 
 
 def transaction(role: Role) -> None:
-    """Receive one work message, then complete it and send two in one transaction."""
+    """Receive one work message, then complete it and send two more to the work queue in one
+    transaction: one entity, one partition (S12.1, S12.3), so the sends carry the received
+    message's partition key."""
     with role.client.get_queue_receiver(WORK, max_wait_time=2) as r, \
-            role.client.get_queue_sender(TX_OUT) as s:
+            role.client.get_queue_sender(WORK) as s:
         started = time.time()
         got = r.receive_messages(max_message_count=1)
         if not got:
@@ -279,13 +282,15 @@ def transaction(role: Role) -> None:
         try:
             with role.client.transaction() as t:
                 t.complete_message(r, message)
-                t.send_messages(s, [ServiceBusMessage(i, message_id=i) for i in ids])
+                t.send_messages(s, [ServiceBusMessage(i, message_id=i,
+                                                      partition_key=message.partition_key)
+                                    for i in ids])
         except ServiceBusError as exc:
-            role.history.write("tx_end", tx=tx, ok=False, error=type(exc).__name__, call=tx,
-                               started=started, at=time.time())
+            role.history.write("tx_end", tx=tx, ok=False, call=tx, started=started,
+                               error=f"{type(exc).__name__}: {exc}"[:300], at=time.time())
             return
         role.history.write("tx_end", tx=tx, call=tx, started=started, at=time.time())
-        role.history.write("send", entity=TX_OUT, ids=ids, tx=tx, started=started,
+        role.history.write("send", entity=WORK, ids=ids, tx=tx, started=started,
                            at=time.time())
 
 
@@ -300,11 +305,13 @@ def forwarder(role: Role) -> None:
 
 
 def maintainer(role: Role) -> None:
+    """One maintenance step of one entity (a step over all of them outlives the kills)."""
     from sbqueue.engine.maintain import Maintainer
 
+    path = role.rng.choice([*entities(), TOPIC])
     started = time.time()
-    Maintainer(Namespace(role.root), vacuum=False).run()
-    role.history.write("step", entity="*", started=started, at=time.time())
+    Maintainer(Namespace(role.root), vacuum=False).run([path])
+    role.history.write("step", entity=path, started=started, at=time.time())
 
 
 ROLES: dict[str, Callable[[Role], None]] = {
@@ -314,11 +321,9 @@ ROLES: dict[str, Callable[[Role], None]] = {
 }
 
 
-def main(argv: list[str]) -> None:
-    name, root, history, seed = argv[0], argv[1], Path(argv[2]), int(argv[3])
-    signal.signal(signal.SIGTERM, _stop)
-    role = Role(name, root, history, seed)
-    run = ROLES[name.split("#")[0]]
+def run_role(role: Role) -> None:
+    """One role's loop, until the process is told to stop."""
+    run = ROLES[role.name.split("#")[0]]
     while not STOP:
         try:
             run(role)
@@ -327,6 +332,23 @@ def main(argv: list[str]) -> None:
                                at=time.time())
         time.sleep(role.rng.uniform(0.0, 0.3))
     role.history.close()
+
+
+def main(argv: list[str]) -> None:
+    """ROLES (comma separated) NAMESPACE HISTORIES INCARNATION SEED: each role in a thread
+    of this process (one JVM: on two cores a JVM per role starves them all), each with its
+    own history ``ROLE-INCARNATION.jsonl``."""
+    names, root, logs, n, seed = argv[0].split(","), argv[1], Path(argv[2]), argv[3], int(argv[4])
+    signal.signal(signal.SIGTERM, _stop)
+    threads = []
+    for k, name in enumerate(names):
+        history = logs / f"{name.replace('#', '_')}-{n}.jsonl"
+        role = Role(name, root, history, seed * 100 + k)
+        threads.append(threading.Thread(target=run_role, args=(role,), name=name))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 if __name__ == "__main__":

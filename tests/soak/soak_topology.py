@@ -9,14 +9,13 @@ from typing import Any
 from soak_check import chain
 from soak_history import Event
 
-__all__ = ["DEDUPE", "FORWARDS", "SESSIONS", "SUBSCRIPTIONS", "TOPIC", "TX_OUT", "WORK",
+__all__ = ["DEDUPE", "FORWARDS", "SESSIONS", "SUBSCRIPTIONS", "TOPIC", "WORK",
            "chain_end", "chain_start", "create", "entities", "routes", "subscription_path"]
 
 WORK = "work"  # partitioned, short locks, expiry to the dead-letter queue
 PARKING = "parking"  # the work queue's dead letters are forwarded here
 SESSIONS = "sessions"
 DEDUPE = "dedupe"
-TX_OUT = "tx-out"
 CHAIN = ("chain-a", "chain-b", "chain-c")
 TOPIC = "events"
 # subscription -> (SQL filter, SQL action, whether a message with application property n
@@ -29,7 +28,8 @@ SUBSCRIPTIONS: dict[str, tuple[str | None, str | None, Any]] = {
 FORWARDS = {CHAIN[0]: CHAIN[1], CHAIN[1]: CHAIN[2]}
 # ... and dead letters (forward_dead_lettered_messages_to)
 DEAD_LETTERS_TO = {WORK: PARKING}
-LOCK = timedelta(seconds=5)
+LOCK = timedelta(seconds=15)  # some expire (receivers let them), most are settled in time
+SESSION_LOCK = timedelta(seconds=30)
 
 
 def chain_start() -> str:
@@ -52,11 +52,10 @@ def create(admin: Any) -> None:
     admin.create_queue(WORK, enable_partitioning=True, lock_duration=LOCK,
                        max_delivery_count=5, dead_lettering_on_message_expiration=True,
                        forward_dead_lettered_messages_to=PARKING)
-    admin.create_queue(SESSIONS, requires_session=True, lock_duration=LOCK,
+    admin.create_queue(SESSIONS, requires_session=True, lock_duration=SESSION_LOCK,
                        enable_partitioning=True)
     admin.create_queue(DEDUPE, requires_duplicate_detection=True,
                        duplicate_detection_history_time_window=timedelta(hours=1))
-    admin.create_queue(TX_OUT)
     for name in reversed(CHAIN):
         admin.create_queue(name, lock_duration=LOCK, forward_to=FORWARDS.get(name))
     admin.create_topic(TOPIC, enable_partitioning=True)
@@ -68,7 +67,7 @@ def create(admin: Any) -> None:
 
 def entities() -> list[str]:
     """Every entity that holds messages (queues and subscriptions)."""
-    return [WORK, PARKING, SESSIONS, DEDUPE, TX_OUT, *CHAIN,
+    return [WORK, PARKING, SESSIONS, DEDUPE, *CHAIN,
             *(subscription_path(s) for s in SUBSCRIPTIONS)]
 
 
