@@ -224,11 +224,12 @@ def drain(role: Role) -> None:
         role.history.write("settle_begin", entity=path, seq=r[1], token=r[2],
                            action="complete", call=f"{call}-{r[1]}", started=started)
     result = entity.complete_dataframe(batch)
-    failed = set(result.lock_lost) | set(result.already_settled)
+    failed = {**dict.fromkeys(result.lock_lost, "MessageLockLostError"),
+              **dict.fromkeys(result.already_settled, "MessageAlreadySettled")}
     for r in rows:
         role.history.write("settle", entity=path, seq=r[1], token=r[2], action="complete",
-                           ok=r[1] not in failed, call=f"{call}-{r[1]}", started=started,
-                           at=time.time())
+                           ok=r[1] not in failed, error=failed.get(r[1]),
+                           call=f"{call}-{r[1]}", started=started, at=time.time())
 
 
 def session_worker(role: Role) -> None:
