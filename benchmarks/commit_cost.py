@@ -19,6 +19,10 @@ Parts (each prints one JSON line; ``--parts`` picks some):
 - ``create``: ``create_queue`` beside a raw ``CREATE TABLE`` of one Delta table.
 - ``frames``: a DataFrame send, receive and complete of 100 messages, each beside a raw
   100-row append; the complete also with driver commits off (decision 021).
+- ``counts``: ``get_queue_runtime_properties`` of a queue of 1,000 messages in every state
+  (locked, completed by a record, deferred, dead-lettered, scheduled, not yet received),
+  read on the driver (``engine.tally``) and through the SQL view (driver reads off), each
+  beside a raw one-row append (decision 022).
 - ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
   then completing them: how many were lost.
 - ``drain``, ``forward``, ``pool``: the DataFrame drain of ``--drain`` messages
@@ -175,6 +179,49 @@ def frames(spark: Any, root: str, reps: int) -> dict[str, Any]:
     return {"part": "frames", "reps": reps, "p50_s": p50, "jobs": jobs,
             "ratio_to_raw_append": {k: round(v / p50["raw_append_100"], 2)
                                     for k, v in p50.items() if k != "raw_append_100"}}
+
+
+def counts(spark: Any, root: str, reps: int) -> dict[str, Any]:
+    """Runtime properties on the driver and through the view, beside a raw append."""
+    admin = ServiceBusAdministrationClient(root, spark=spark)
+    admin.create_queue("counts", enable_partitioning=True, lock_duration="PT1H")
+    client = ServiceBusClient(root, spark=spark)
+    sender = client.get_queue_sender("counts")
+    for start in range(0, 1000, 250):
+        sender.send_messages([ServiceBusMessage(BODY, partition_key=f"k{i}")
+                              for i in range(start, start + 250)])
+    sender.schedule_messages([ServiceBusMessage(BODY) for _ in range(10)],
+                             datetime.now(timezone.utc) + timedelta(hours=1))
+    receiver = client.get_queue_receiver("counts", max_wait_time=30)
+    got = receiver.receive_messages(100)
+    for k, message in enumerate(got[:30]):
+        [receiver.complete_message, receiver.defer_message, receiver.dead_letter_message][
+            k % 3](message)
+    _, raw_append = _raw(spark, root)
+
+    def view() -> Any:
+        os.environ["SBQUEUE_DRIVER_READS"] = "0"
+        try:
+            return admin.get_queue_runtime_properties("counts")
+        finally:
+            os.environ.pop("SBQUEUE_DRIVER_READS", None)
+
+    here = admin.get_queue_runtime_properties("counts")
+    there = view()
+    same = (here.active_message_count, here.scheduled_message_count,
+            here.dead_letter_message_count) == (there.active_message_count,
+                                                there.scheduled_message_count,
+                                                there.dead_letter_message_count)
+    rounds = [(("raw_append", raw_append),
+               ("runtime_properties", lambda: admin.get_queue_runtime_properties("counts")),
+               ("raw_append", raw_append), ("runtime_properties_view", view))
+              for _ in range(reps)]
+    p50, jobs = _interleaved(spark, rounds)
+    return {"part": "counts", "reps": reps, "p50_s": p50, "jobs": jobs, "same_counts": same,
+            "counts": [here.active_message_count, here.scheduled_message_count,
+                       here.dead_letter_message_count],
+            "ratio_to_raw_append": {k: round(v / p50["raw_append"], 2)
+                                    for k, v in p50.items() if k != "raw_append"}}
 
 
 def sdk50(spark: Any, root: str) -> dict[str, Any]:
@@ -359,6 +406,7 @@ def main() -> None:
         "aio": lambda spark, root: aio_loop(spark, root, args.loop_messages),
         "create": lambda spark, root: create(spark, root, args.reps),
         "frames": lambda spark, root: frames(spark, root, args.reps),
+        "counts": lambda spark, root: counts(spark, root, args.reps),
         "renewer": lambda spark, root: renewer(spark, root, args.renew_minutes),
         "drain": drain, "forward": forward, "pool": pool,
     })

@@ -29,7 +29,7 @@ INVARIANTS = (
     "session holders",  # one session, two holders at once
     "transaction partial",  # some of a transaction's operations visible, not all
     "copies",  # one message (one copy of a fan-out) at two sequence numbers of one path
-    "numbers",  # a sequence number twice, or outside its partition
+    "numbers",  # a number twice, outside its partition, or below an earlier send's
     "counts",  # the runtime counts do not add up to the messages held
 )
 
@@ -112,7 +112,7 @@ def check(events: Iterable[Event], stored: list[Stored], counted: list[Counted],
     _copies(log, stored, dedupe, report)
     _sessions(log, report, margin)
     _transactions(log, stored, report)
-    _numbers(stored, report)
+    _numbers(log, stored, dedupe, report)
     _counts(stored, counted, forwarding, report)
     return report
 
@@ -329,7 +329,11 @@ def _transactions(log: list[Event], stored: list[Stored], report: Report) -> Non
             report.add("transaction partial", f"{begin.tx}: sends visible, a complete not")
 
 
-def _numbers(stored: list[Stored], report: Report) -> None:
+def _numbers(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
+             report: Report) -> None:
+    """Each number once and in its partition; and per partition of an entity, a message
+    whose send returned before another's began has the lower number (S3.1: numbers follow
+    the order sends commit in)."""
     from sbqueue.core.sequence import partition_of
 
     twice = Counter((s.entity, s.seq) for s in stored)
@@ -339,6 +343,28 @@ def _numbers(stored: list[Stored], report: Report) -> None:
     for s in stored:
         if partition_of(s.seq) != s.partition:
             report.add("numbers", f"{s.entity} #{s.seq} in partition {s.partition}")
+    sends = {(e.entity, m): e for e in _sent(log) if e.entity not in dedupe for m in e.ids}
+    seqs = _numbers_of(log, stored, lambda entity, message: (entity, message) in sends)
+    lines: dict[tuple[str, int], list[tuple[Event, int, str]]] = defaultdict(list)
+    for (entity, message), numbers in seqs.items():
+        for seq in numbers:
+            lines[(entity, partition_of(seq))].append((sends[(entity, message)], seq, message))
+    for (entity, _), items in lines.items():
+        _rising(entity, items, report)
+
+
+def _rising(entity: str, items: list[tuple[Event, int, str]], report: Report) -> None:
+    """In one partition: no message numbered below one whose send returned before its own
+    send began."""
+    done = sorted(items, key=lambda i: i[0].at)
+    k, highest = 0, (-1, "")
+    for send, seq, message in sorted(items, key=lambda i: i[0].started):
+        while k < len(done) and done[k][0].at < send.started:
+            highest = max(highest, (done[k][1], done[k][2]))
+            k += 1
+        if highest[0] > seq:
+            report.add("numbers", f"{entity} {message} #{seq} below {highest[1]} "
+                                  f"#{highest[0]}, sent before it")
 
 
 def _counts(stored: list[Stored], counted: list[Counted], forwarding: frozenset[str],

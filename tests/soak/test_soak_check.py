@@ -177,3 +177,12 @@ def test_a_session_given_back_releases_its_messages() -> None:
     log[2] = Event(ev="session_release", role="w1", entity=Q, session="s", token="x",
                    started=3.0, at=3.5, pid=9)  # another process's release: still held
     assert list(run(log, [held("a", P1)])) == ["overlapping locks"]
+
+
+def test_a_later_send_numbered_below_an_earlier_one_is_caught() -> None:
+    first, second = sequence_of(1, 5), sequence_of(1, 6)
+    log = [send(("a",), at=1.0), send(("b",), at=2.0)]  # b's send began after a's returned
+    assert run(log, [held("a", first), held("b", second)]) == {}
+    assert list(run(log, [held("a", second), held("b", first)])) == ["numbers"]
+    together = [send(("a",), at=1.0), send(("b",), at=1.05)]  # overlapping sends: either
+    assert run(together, [held("a", second), held("b", first)]) == {}
