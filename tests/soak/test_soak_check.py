@@ -113,7 +113,7 @@ def test_a_session_out_of_order_or_held_twice_is_caught() -> None:
              Event(ev="session_lock", role="w2", entity=Q, session="s", token="y", at=20.0,
                    until=80.0)]
     assert list(run(locks)) == ["session holders"]
-    released = [locks[0], Event(ev="session_release", role="w1", entity=Q, session="s",
+    released = [locks[0], Event(ev="session_release", role="receiver", entity=Q, session="s",
                                 token="x", started=10.0, at=10.5), locks[1]]
     assert run(released) == {}
 
@@ -170,11 +170,11 @@ def test_a_session_given_back_releases_its_messages() -> None:
     holder's receive of them is not an overlap."""
     log = [send(("a",), session="s"),
            receive("a", P1, "t1", at=2.0, until=62.0, session="s", count=1, pid=7),
-           Event(ev="session_release", role="w1", entity=Q, session="s", token="x",
+           Event(ev="session_release", role="receiver", entity=Q, session="s", token="x",
                  started=3.0, at=3.5, pid=7),
            receive("a", P1, "t2", at=4.0, until=64.0, session="s", count=2, pid=8)]
     assert run(log, [held("a", P1)]) == {}
-    log[2] = Event(ev="session_release", role="w1", entity=Q, session="s", token="x",
+    log[2] = Event(ev="session_release", role="receiver", entity=Q, session="s", token="x",
                    started=3.0, at=3.5, pid=9)  # another process's release: still held
     assert list(run(log, [held("a", P1)])) == ["overlapping locks"]
 
