@@ -184,7 +184,7 @@ def frames(spark: Any, root: str, reps: int) -> dict[str, Any]:
 def counts(spark: Any, root: str, reps: int) -> dict[str, Any]:
     """Runtime properties on the driver and through the view, beside a raw append."""
     admin = ServiceBusAdministrationClient(root, spark=spark)
-    admin.create_queue("counts", enable_partitioning=True, lock_duration="PT1H")
+    admin.create_queue("counts", enable_partitioning=True, lock_duration="PT5M")
     client = ServiceBusClient(root, spark=spark)
     sender = client.get_queue_sender("counts")
     for start in range(0, 1000, 250):

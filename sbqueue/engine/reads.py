@@ -10,7 +10,7 @@ final number as soon as its send returns, and nothing is committed to show it (S
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -215,11 +215,7 @@ def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
 
 def last_commit(tables: list[Inbox | Ledger]) -> datetime | None:
     """The newest commit time of these tables, from their Delta logs (no data file)."""
-    found = []
-    for table in tables:
-        row = table.history(1).select("timestamp").first()
-        if row is not None and row[0] is not None:
-            found.append(row[0].astimezone(timezone.utc))
+    found = [at for at in (table.committed_at() for table in tables) if at is not None]
     return max(found) if found else None
 
 

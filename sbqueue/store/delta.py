@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 import delta.exceptions as dx
@@ -514,6 +515,15 @@ class Table:
 
     def vacuum(self, hours: float) -> None:
         self.spark.sql(f"VACUUM {self.sql_name} RETAIN {float(hours)} HOURS")
+
+    def committed_at(self) -> datetime | None:
+        """When the latest version was committed: from the log on the driver where the table
+        is local, else ``DESCRIBE HISTORY`` (two Spark jobs)."""
+        here = driver.committed_at(self.path)
+        if here is not None:
+            return here
+        row = self.history(1).select("timestamp").first()
+        return None if row is None or row[0] is None else row[0].astimezone(timezone.utc)
 
     def history(self, limit: int | None = None) -> DataFrame:
         """The commit history, newest first (reads only the log)."""

@@ -35,7 +35,8 @@ from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "appended_table",
-           "commits_enabled", "enabled", "file_stats", "pin", "scan", "tagged_version"]
+           "commits_enabled", "committed_at", "enabled", "file_stats", "pin", "scan",
+           "tagged_version"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
@@ -279,6 +280,19 @@ def _unviewed(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
         return pa.list_(_unviewed(kind.value_type))
     return kind
+
+
+def committed_at(path: str) -> datetime | None:
+    """When the latest version was committed (its commit info, from the log); None when it
+    cannot be told here."""
+    if not enabled(path):
+        return None
+
+    def read() -> datetime | None:
+        info = latest(path).history(1)
+        stamp = info[0].get("timestamp") if info else None
+        return None if stamp is None else datetime.fromtimestamp(stamp / 1000, timezone.utc)
+    return _or_none(read)
 
 
 def file_stats(path: str, column: str) -> tuple[int, Any] | None:
