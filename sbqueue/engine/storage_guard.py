@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 from sbqueue.exceptions import ServiceBusError, StorageFailureError
-from sbqueue.store.failures import MISSING, failed_table, storage_cause
+from sbqueue.spark.session import release_aborted_writes
+from sbqueue.store.failures import FULL, MISSING, failed_table, storage_cause
 
 __all__ = ["definition_guarded", "storage_failure", "storage_guarded"]
 
@@ -54,8 +55,11 @@ def _guard(method: Callable[..., Any]) -> Callable[..., Any]:
             failure = storage_failure(self.path, method.__name__, exc)
             if failure is None:
                 raise
-            if storage_cause(exc) == MISSING:
+            cause = storage_cause(exc)
+            if cause == MISSING:
                 self._reload()  # deleted meanwhile: MessagingEntityNotFoundError
+            elif cause == FULL:
+                release_aborted_writes()  # the space an aborted write's open file holds
             raise failure from None
     return guarded
 

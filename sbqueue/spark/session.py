@@ -30,6 +30,7 @@ __all__ = [
     "configured_elsewhere",
     "get_session",
     "local_conf",
+    "release_aborted_writes",
     "stop_session",
     "submit_properties",
 ]
@@ -210,6 +211,22 @@ def _workers_use_this_python(conf: dict[str, str]) -> None:
         return
     os.environ["PYSPARK_PYTHON"] = sys.executable  # what PySpark's SparkContext reads
     conf["spark.pyspark.python"] = sys.executable  # and what the session shows
+
+
+def release_aborted_writes() -> None:
+    """Ask this process's local JVM to collect garbage. A Spark write that a full disk
+    aborted leaves its Parquet file open (the abort cannot close a stream whose flush
+    failed), holding the file's space and keeping the file system busy until the stream is
+    collected. A no-op without a local JVM (Spark Connect, no session)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    jvm = getattr(getattr(session, "_jvm", None), "java", None) if session else None
+    try:
+        if jvm is not None:
+            jvm.lang.System.gc()
+    except Exception:  # best effort: the storage failure itself is what the caller sees
+        return
 
 
 def stop_session() -> None:

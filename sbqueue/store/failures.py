@@ -14,15 +14,16 @@ from __future__ import annotations
 import errno
 import re
 
-__all__ = ["MISSING", "failed_table", "storage_cause"]
+__all__ = ["FULL", "MISSING", "failed_table", "storage_cause"]
 
 MISSING = "its Delta table is missing (no _delta_log)"
+FULL = "the storage is full"
 
 # (what the text holds, the cause as a user reads it), first match wins
 _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Read-only file system|os error 30\b", re.I), "the storage is read-only"),
     (re.compile(r"No space left on device|os error 28\b|Disk quota exceeded", re.I),
-     "the storage is full"),
+     FULL),
     (re.compile(r"Permission denied|os error 13\b|AccessDenied", re.I),
      "permission to the storage is denied"),
     (re.compile(r"DELTA_TABLE_NOT_FOUND|DELTA_MISSING_DELTA_TABLE|is not a Delta table|"

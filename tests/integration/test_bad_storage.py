@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,6 +79,20 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(root)], check=False)
 
 
+def _read_only(root: Path) -> None:
+    """Remount ``root`` read-only: refused while a file written there is still open, as a
+    write a full disk aborted may keep one until its stream is collected."""
+    for _ in range(30):
+        made = subprocess.run(["mount", "-o", "remount,ro", str(root)], capture_output=True,
+                              text=True, check=False)
+        if made.returncode == 0:
+            return
+        time.sleep(1)
+    held = subprocess.run(["bash", "-c", f"ls -l /proc/*/fd 2>/dev/null | grep {root}"],
+                          capture_output=True, text=True, check=False).stdout
+    raise AssertionError(f"cannot remount {root} read-only: {made.stderr} open: {held}")
+
+
 def test_s17_a_full_then_read_only_folder_fails_clearly_and_changes_nothing(
         spark, small_disk: Path) -> None:
     admin = ServiceBusAdministrationClient(str(small_disk / "ns"), spark=spark)
@@ -93,7 +108,7 @@ def test_s17_a_full_then_read_only_folder_fails_clearly_and_changes_nothing(
     os.remove(filler)
     assert queue.counts()["active"] == 3  # nothing of the failed send, no lock left
 
-    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    _read_only(small_disk)
     try:
         with pytest.raises(StorageFailureError, match=r"^orders: .* read-only"):
             queue.receive_rows(1)
