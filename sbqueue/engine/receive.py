@@ -66,6 +66,7 @@ __all__ = [
     "as_aware",
     "collected",
     "cursor_expect",
+    "cursors_of",
     "deliverable_heads",
     "first_cursor",
     "is_after",
@@ -154,6 +155,14 @@ UNSTORED = 0
 def first_cursor(partition: int) -> Cursor:
     """A partition's cursor before its p row exists: nothing passed, no number given."""
     return Cursor(int(partition), 0, -1, 0, UNSTORED)
+
+
+def cursors_of(rows: Iterable[Mapping[str, Any]], partitions: Iterable[int]) -> list[Cursor]:
+    """The cursors of ledger rows read as dicts (their p rows), ``with_unstored``."""
+    return with_unstored(
+        [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
+                                      "last_counter", "row_version")))
+         for r in rows if r["row_type"] == "p"], partitions)
 
 
 def with_unstored(cursors: list[Cursor], partitions: Iterable[int]) -> list[Cursor]:

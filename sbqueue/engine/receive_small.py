@@ -60,13 +60,13 @@ from sbqueue.engine.receive import (
     after_cursors,
     as_aware,
     cursor_expect,
+    cursors_of,
     is_after,
     merge_scope,
     pending_or_void,
     receive_once,
     slice_lanes,
     slice_rule,
-    with_unstored,
 )
 from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
@@ -185,10 +185,7 @@ def _read(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, pinned: Pinned | 
     slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel), pinned)
     if slice_rows is None:
         return None
-    cursors = with_unstored(
-        [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
-                                      "last_counter", "row_version")))
-         for r in slice_rows if r["row_type"] == "p"], a.partitions)
+    cursors = cursors_of(slice_rows, a.partitions)
     committed = frozenset(str(r["send_id"]) for r in slice_rows if r["row_type"] == "t")
     found = record_rows([r for r in slice_rows if r["row_type"] == RECORD])
     recorded = {(p, s, t): at for p, s, t, at in found}

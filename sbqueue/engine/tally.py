@@ -29,10 +29,9 @@ from sbqueue.core.subqueues import TRANSFER_VIEW_NAME, SubQueue
 from sbqueue.core.transitions import RECORD_AT, Lane, completed_by_record
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.receive import Cursor, is_after, with_unstored
+from sbqueue.engine.receive import cursors_of, is_after
 from sbqueue.engine.records import record_rows
 from sbqueue.engine.schema import (
-    RECORD,
     TRANSACTION_SEND_PREFIX,
     WINDOW,
     dead_letter_mark,
@@ -51,6 +50,7 @@ _LEDGER = ["row_type", "partition_id", "lane", "sequence_number", "state", "lock
 _INBOX = ["partition_id", "segment", "send_id", "batch_index", "size_in_bytes",
           "scheduled_enqueue_time_utc", "targets"]
 _VIEW_NAMES = {s.lane: s.view_name for s in SubQueue} | {Lane.TRANSFER: TRANSFER_VIEW_NAME}
+_COMPLETED = completed_by_record()  # built once: it is evaluated on every message row
 
 
 def tally(held: Iterable[tuple[str, str, int, int]], forwarding: bool) -> dict[str, int]:
@@ -98,8 +98,7 @@ def held_here(inbox: Inbox, ledger: Ledger, partitions: int, target: str | None,
 
 
 def _records(rows: list[dict[str, Any]]) -> dict[tuple[int, int, str], datetime]:
-    return {(p, s, t): at for p, s, t, at in record_rows(
-        [r for r in rows if r["row_type"] == RECORD])}
+    return {(p, s, t): at for p, s, t, at in record_rows(rows)}
 
 
 def _locator(row: Mapping[str, Any]) -> tuple[int, int, str, int]:
@@ -122,10 +121,7 @@ def _bodies(inbox: Inbox, messages: list[dict[str, Any]]
 def _pending(inbox: Inbox, rows: list[dict[str, Any]], partitions: int, target: str | None
              ) -> list[dict[str, Any]] | None:
     """The inbox rows after the cursors that are messages (S3.1, S12.2)."""
-    cursors = with_unstored(
-        [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
-                                      "last_counter", "row_version")))
-         for r in rows if r["row_type"] == "p"], range(partitions))
+    cursors = cursors_of(rows, range(partitions))
     committed = frozenset(str(r["send_id"]) for r in rows if r["row_type"] == "t")
     after = is_after(cursors)
 
@@ -148,7 +144,7 @@ def _stored(row: dict[str, Any], bodies: Mapping[tuple[int, int, str, int], dict
     token = row["lock_token"]
     key = (int(row["partition_id"]), int(row["sequence_number"]), str(token))
     at = records.get(key) if token is not None else None
-    if body is None or completed_by_record().evaluate({**row, RECORD_AT: at}) is True:
+    if body is None or _COMPLETED.evaluate({**row, RECORD_AT: at}) is True:
         return None
     state = str(row["state"])
     if state == "Scheduled" and not _ahead(body, now):

@@ -13,7 +13,7 @@ from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.transitions import Lane
 from sbqueue.engine import receive_small
 from sbqueue.engine.namespace import Namespace
-from sbqueue.engine.receive import Cursor, with_unstored
+from sbqueue.engine.receive import cursors_of
 
 pytestmark = pytest.mark.spark
 
@@ -74,10 +74,7 @@ def test_the_inbox_head_read_on_the_driver_is_the_spark_read(
     entity = busy_queue.entity("q")
     a = entity.make_attempt(list(range(entity.partitions)), 50, 50, True)
     rows = receive_small._ledger_rows(entity.ledger, a, Lane.MAIN, 80) or []
-    cursors = with_unstored(
-        [Cursor(*(int(r[c]) for c in ("partition_id", "cursor_version", "cursor_index",
-                                      "last_counter", "row_version")))
-         for r in rows if r["row_type"] == "p"], a.partitions)
+    cursors = cursors_of(rows, a.partitions)
     for bodies, limit in ((True, 40), (False, 40), (True, 3)):
         here, there = _both(monkeypatch, lambda bodies=bodies, limit=limit:
                             receive_small._inbox_head(entity.inbox, cursors, 0,

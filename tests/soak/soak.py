@@ -42,7 +42,6 @@ PROCESSES = {
     "sessions": ("session-worker", "session-worker#2"),
     "jobs": ("forwarder", "maintainer"),
 }
-ROLES = tuple(role for roles in PROCESSES.values() for role in roles)
 STOP_GRACE = 120.0  # seconds a stopped process may take to finish its operations
 # A process is killed only once it has run this long: a JVM takes 20-40 s to start on two
 # busy cores, and a kill during the start tests nothing but the start.
