@@ -66,7 +66,6 @@ class Fleet:
         n = self.starts[process]
         env = {**os.environ, "SBQUEUE_SPARK_MASTER": "local[2]",
                "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-        env.pop("SPARK_SUBMIT_OPTS", None)  # the tests' C1-only JVM fills its code cache here
         self.born[process] = time.monotonic()
         err = (self.logs / f"{process}-{n}.err").open("wb")
         self.procs[process] = subprocess.Popen(
@@ -153,12 +152,24 @@ def table(report: Report, fleet: Fleet) -> str:
     return "\n".join(lines)
 
 
+def seed_sessions(root: str, logs: Path, seed: int) -> None:
+    """Sessions waiting before any process starts: on a slow machine the senders may send
+    to no session in a short run, and the session workers would have nothing to do."""
+    from soak_roles import Role, send_session
+
+    role = Role("seed", root, logs / "seed-0.jsonl", seed)
+    for session in ("s0", "s1", "s2"):
+        send_session(role, session)
+    role.history.close()
+
+
 def soak(minutes: float, root: str, every: float, seed: int) -> tuple[Report, Fleet]:
     from sbqueue.management import ServiceBusAdministrationClient
 
     create(ServiceBusAdministrationClient(root))
     logs = Path(root) / "histories"
     logs.mkdir(parents=True, exist_ok=True)
+    seed_sessions(root, logs, seed)
     fleet = Fleet(root, logs, seed)
     for process in PROCESSES:
         fleet.start(process)
@@ -179,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between kills, on average")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    # the tests' C1-only JVM option (for short-lived children) fills this long-lived JVM's
+    # code cache; this process and its children start their JVMs with the defaults
+    os.environ.pop("SPARK_SUBMIT_OPTS", None)
     root = args.root or tempfile.mkdtemp(prefix="sbqueue-soak-")
     report, fleet = soak(args.minutes, root, args.kill_every, args.seed)
     print(table(report, fleet))

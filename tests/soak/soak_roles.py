@@ -119,13 +119,7 @@ def sender(role: Role) -> None:
         role.history.write("send", entity=WORK, ids=tuple(ids), ttl=ttl, started=started,
                            at=time.time())
     elif kind == "session":
-        session = f"s{role.rng.randrange(5)}"
-        ids = [role.new_id() for _ in range(3)]
-        with role.client.get_queue_sender(SESSIONS) as s:
-            s.send_messages([ServiceBusMessage(i, message_id=i, session_id=session)
-                             for i in ids])
-        role.history.write("send", entity=SESSIONS, ids=tuple(ids), session=session,
-                           started=started, at=time.time())
+        send_session(role, f"s{role.rng.randrange(5)}")
     elif kind == "dedupe":
         message = f"dup-{role.name}-{role.rng.randrange(1000)}"  # some ids come twice
         with role.client.get_queue_sender(DEDUPE) as s:
@@ -146,6 +140,16 @@ def sender(role: Role) -> None:
                                               application_properties={"n": n}))
         role.history.write("send", entity=TOPIC, ids=(message,), props={"n": n},
                            started=started, at=time.time())
+
+
+def send_session(role: Role, session: str) -> None:
+    """Three messages to one session of the sessions queue."""
+    started = time.time()
+    ids = [role.new_id() for _ in range(3)]
+    with role.client.get_queue_sender(SESSIONS) as s:
+        s.send_messages([ServiceBusMessage(i, message_id=i, session_id=session) for i in ids])
+    role.history.write("send", entity=SESSIONS, ids=tuple(ids), session=session,
+                       started=started, at=time.time())
 
 
 def frame_sender(role: Role) -> None:
