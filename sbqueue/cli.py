@@ -13,6 +13,7 @@ import click
 from rich.table import Table
 
 from sbqueue.cli_messages import peek, receive, send
+from sbqueue.cli_replay import replay
 from sbqueue.cli_rules import apply, rule
 from sbqueue.cli_shared import (
     admin_client,
@@ -276,6 +277,7 @@ def stats(namespace: str, as_json: bool) -> None:
 main.add_command(send)
 main.add_command(receive)
 main.add_command(peek)
+main.add_command(replay)
 main.add_command(rule)
 main.add_command(apply)
 

@@ -19,16 +19,39 @@ T = TypeVar("T")
 
 # The JVMs the tests start (spark-submit jobs, children killed mid-commit, notebook kernels,
 # Connect servers) live seconds: compiled by C1 alone they start with half the CPU on two
-# cores. The test process's own JVM runs the whole session and keeps C2 (decision 013).
-CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# cores. The test process's own JVM runs the whole session and keeps C2. Every JVM maps
+# the class archive of ``jvm_archive`` when there is one (decision 013).
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 _CHILD_OPTS_SET = "SPARK_SUBMIT_OPTS" not in os.environ
+_archive_options = ""
+
+
+def _child_options() -> str:
+    return f"{C1_ONLY} {_archive_options}".strip()
+
+
 if _CHILD_OPTS_SET:
-    os.environ["SPARK_SUBMIT_OPTS"] = CHILD_JVM_OPTIONS
+    os.environ["SPARK_SUBMIT_OPTS"] = _child_options()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--full", action="store_true",
                      help="also run the tests marked slow (CI runs the full suite)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Map the class archive into every JVM of the run: built first for the full suite
+    (its dozens of JVMs repay the ~50 s), used by the default run where it exists."""
+    global _archive_options
+    if not _CHILD_OPTS_SET:
+        return  # the caller chose the JVMs' options
+    import jvm_archive
+
+    archive = jvm_archive.archive_path()
+    if not archive.exists() and config.getoption("--full"):
+        archive = jvm_archive.ensure_archive() or archive
+    _archive_options = jvm_archive.options(archive if archive.exists() else None)
+    os.environ["SPARK_SUBMIT_OPTS"] = _child_options()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -44,13 +67,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[object]:
     from sbqueue.spark import get_session, stop_session
 
-    if _CHILD_OPTS_SET:  # not for this long-lived JVM
-        os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    if _CHILD_OPTS_SET:  # C2 for this long-lived JVM, and the archive
+        os.environ["SPARK_SUBMIT_OPTS"] = _archive_options
     try:
         session = get_session("sbqueue-tests")
     finally:
         if _CHILD_OPTS_SET:
-            os.environ["SPARK_SUBMIT_OPTS"] = CHILD_JVM_OPTIONS
+            os.environ["SPARK_SUBMIT_OPTS"] = _child_options()
     yield session
     stop_session()
 

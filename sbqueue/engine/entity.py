@@ -732,6 +732,21 @@ class Entity:
         ``internal`` adds each message's ``_send_id`` and ``_batch_index``."""
         return messages(self.inbox, self.ledger, internal, self.dedupe, self.target)
 
+    def as_of(self, when: int | datetime) -> DataFrame:
+        """The messages as the view showed them at ``when``: a version of the entity (one
+        of its inbox's, a send commit) or a time. Delta time travel (``engine.replay``)."""
+        from sbqueue.engine.replay import as_of
+
+        return as_of(self, when)
+
+    def replay(self, when: int | datetime, destination: str, where: str | None = None
+               ) -> SendResult:
+        """Send what the entity held at ``when`` (matching ``where``) to ``destination``
+        again, in one commit (``engine.replay.replay``)."""
+        from sbqueue.engine.replay import replay
+
+        return replay(self, when, destination, where)
+
     def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,
                        after: tuple[datetime, int] | None = None,
                        session_id: str | None = None) -> DataFrame:

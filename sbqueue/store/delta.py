@@ -31,9 +31,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import delta.exceptions as dx
 import pyarrow as pa
@@ -405,14 +405,34 @@ class Table:
 
     spark: SparkSession
     path: str
+    as_of: int | None = None  # a past version this handle reads (``at``); None: the latest
 
     def __post_init__(self) -> None:
         speaks_delta_errors(self.spark)
 
     @property
     def sql_name(self) -> str:
-        """The table in Spark SQL text (views, DML)."""
-        return _sql_name(self.path)
+        """The table in Spark SQL text (views, DML); a pinned handle's names its version."""
+        pinned = "" if self.as_of is None else f" VERSION AS OF {int(self.as_of)}"
+        return _sql_name(self.path) + pinned
+
+    def at(self, version: int) -> Self:
+        """This table as of ``version`` (Delta time travel), for reads only."""
+        return replace(self, as_of=version)
+
+    def readable(self, version: int) -> bool | None:
+        """Whether ``version`` can still be read (not cleaned from the log, its files not
+        vacuumed); None where only reading it would tell (not a local folder)."""
+        return driver.files_present(self.path, version)
+
+    def commits(self) -> list[tuple[int, datetime]]:
+        """Every version still in the log with its commit time (UTC), oldest first: read
+        on the driver where the table is local, else ``DESCRIBE HISTORY``."""
+        here = driver.commits(self.path)
+        if here is not None:
+            return here
+        rows = self.history().select("version", "timestamp").collect()
+        return sorted((int(r[0]), r[1].replace(tzinfo=timezone.utc)) for r in rows)
 
     def create(self, schema: StructType, partition_by: Sequence[str],
                properties: Mapping[str, str]) -> None:
@@ -424,6 +444,7 @@ class Table:
     def read(self, version: int | None = None) -> DataFrame:
         """The table (as of ``version``): a lazy DataFrame, nothing read yet."""
         reader = self.spark.read.format("delta")
+        version = self.as_of if version is None else version
         if version is not None:
             reader = reader.option("versionAsOf", version)
         return reader.load(self.path)

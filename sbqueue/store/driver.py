@@ -295,6 +295,40 @@ def committed_at(path: str) -> datetime | None:
     return _or_none(read)
 
 
+def commits(path: str) -> list[tuple[int, datetime]] | None:
+    """Every version still in the log with its commit time, oldest first (the commit
+    infos, no data file); None when it cannot be told here."""
+    if not enabled(path):
+        return None
+
+    def read() -> list[tuple[int, datetime]]:
+        return sorted((int(info["version"]),
+                       datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc))
+                      for info in latest(path).history())
+    return _or_none(read)
+
+
+def files_present(path: str, version: int) -> bool | None:
+    """Whether ``version`` can still be read: its log entries kept and every data file it
+    names still stored (a vacuum removes the files only old versions name). None when it
+    cannot be told here."""
+    if not enabled(path):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    from deltalake import DeltaTable
+
+    try:
+        table = DeltaTable(str(local_path(path)), version=version)
+    except Exception:  # its commits were cleaned from the log
+        return False
+    for uri in table.file_uris():
+        parsed = urlparse(uri)
+        if not os.path.exists(unquote(parsed.path) if parsed.scheme == "file" else uri):
+            return False
+    return True
+
+
 def file_stats(path: str, column: str) -> tuple[int, Any] | None:
     """(rows, largest ``column``) of the latest version, from the log's file statistics
     alone (no data file read); None when it cannot be told here (a file without them)."""

@@ -190,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between kills, on average")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    # the tests' C1-only JVM option (for short-lived children) fills this long-lived JVM's
-    # code cache; this process and its children start their JVMs with the defaults
-    os.environ.pop("SPARK_SUBMIT_OPTS", None)
+    # the tests' C1-only JVM option (for short-lived children) fills these long-lived JVMs'
+    # code caches; they keep the rest (the tests' class archive)
+    opts = os.environ.pop("SPARK_SUBMIT_OPTS", "").replace("-XX:TieredStopAtLevel=1", "")
+    if opts.strip():
+        os.environ["SPARK_SUBMIT_OPTS"] = opts.strip()
     root = args.root or tempfile.mkdtemp(prefix="sbqueue-soak-")
     report, fleet = soak(args.minutes, root, args.kill_every, args.seed)
     print(table(report, fleet))
