@@ -68,6 +68,7 @@ def forwarding_status() -> list[dict[str, object]]:
 print(forwarding_status())
 print(Forwarder(ns, "ops-in").step())
 print(forwarding_status())
+forwarded = ns.entity("ops").version()  # the version the forwarded messages arrived in
 
 # COMMAND ----------
 # %% [markdown]
@@ -93,6 +94,21 @@ dead.show(truncate=False)
 # %%
 print(Forwarder(ns, "ops").resubmit("dead_letter_reason = 'AdhocRejected'", "ops", 1000))
 print(ops.counts())
+
+# COMMAND ----------
+# %% [markdown]
+# ## Time travel: `ops` as the forwarded messages arrived, and the ad-hoc jobs replayed
+# to an audit queue as they were then (new sequence numbers, their origin named)
+
+# COMMAND ----------
+# %%
+if admin.namespace.catalog.queue_exists("ops-audit"):
+    admin.delete_queue("ops-audit")
+admin.create_queue("ops-audit")
+ops.as_of(forwarded).groupBy("sub_queue", "state").count().show()
+print(ops.replay(forwarded, "ops-audit", where="subject = 'adhoc'"))
+ns.entity("ops-audit").messages().select(
+    "sequence_number", "message_id", "application_properties").show(5, truncate=False)
 
 # COMMAND ----------
 # %% [markdown]

@@ -732,6 +732,11 @@ class Entity:
         ``internal`` adds each message's ``_send_id`` and ``_batch_index``."""
         return messages(self.inbox, self.ledger, internal, self.dedupe, self.target)
 
+    def version(self) -> int:
+        """The entity's latest version: its inbox's (one per send commit), what ``as_of``
+        and ``replay`` take."""
+        return self.inbox.version()
+
     def as_of(self, when: int | datetime) -> DataFrame:
         """The messages as the view showed them at ``when``: a version of the entity (one
         of its inbox's, a send commit) or a time. Delta time travel (``engine.replay``)."""

@@ -38,7 +38,7 @@ def test_as_of_shows_each_version_and_time_as_the_view_did(admin, spark, namespa
     entity = admin.namespace.entity("src")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         _send(client, "src", ["a", "b", "c"])
-        first = entity.inbox.version()
+        first = entity.version()
         with client.get_queue_receiver("src", max_wait_time=5) as receiver:
             got = {str(m): m for m in receiver.receive_messages(3)}
             receiver.complete_message(got["a"])
@@ -51,7 +51,7 @@ def test_as_of_shows_each_version_and_time_as_the_view_did(admin, spark, namespa
     assert _ids(then) == ["a", "b", "c"]  # as sent: nothing received yet
     assert {r["state"] for r in then.collect()} == {"Active"}
     assert _ids(entity.as_of(between)) == ["b", "c"]  # a completed, b dead-lettered, no d
-    assert_df_equality(entity.as_of(entity.inbox.version()).select(*SHOWN),
+    assert_df_equality(entity.as_of(entity.version()).select(*SHOWN),
                        entity.messages().select(*SHOWN), ignore_row_order=True,
                        ignore_nullable=True)
 
@@ -63,7 +63,7 @@ def test_replay_sends_what_the_entity_held_with_its_origin(admin, spark, namespa
     entity = admin.namespace.entity("orders")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         _send(client, "orders", ["o1", "o2", "o3"])
-        version = entity.inbox.version()
+        version = entity.version()
         with client.get_queue_receiver("orders", max_wait_time=5) as receiver:
             for message in receiver.receive_messages(3):
                 receiver.complete_message(message)  # gone now, still there as of version
@@ -85,7 +85,7 @@ def test_bad_versions_times_and_predicates_are_refused_and_send_nothing(
     entity = admin.namespace.entity("src")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         _send(client, "src", ["a"])
-    latest = entity.inbox.version()
+    latest = entity.version()
     with pytest.raises(InvalidOperationError, match=f"no version 99.*0 to {latest}"):
         entity.as_of(99)
     with pytest.raises(InvalidOperationError, match="did not exist at 2001"):
@@ -108,13 +108,13 @@ def test_a_vacuumed_version_names_the_oldest_still_readable(admin, spark, namesp
             [first] = receiver.receive_messages(1)  # the ledger's first file
             time.sleep(1.1)
             _send(client, "src", ["c"])
-            lost = entity.inbox.version()  # needs that file, which the next receive replaces
+            lost = entity.version()  # needs that file, which the next receive replaces
             time.sleep(1.1)
             for message in [first, *receiver.receive_messages(2)]:
                 receiver.complete_message(message)
         time.sleep(1.1)
         _send(client, "src", ["d"])
-    kept = entity.inbox.version()
+    kept = entity.version()
     assert _ids(entity.as_of(lost)) == ["a", "b", "c"]
     spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     try:
@@ -133,7 +133,7 @@ def test_the_cli_replays_a_version_or_a_time(admin, spark, namespace_root) -> No
     admin.create_queue("dst")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         _send(client, "src", ["a", "b"])
-    version = admin.namespace.entity("src").inbox.version()
+    version = admin.namespace.entity("src").version()
     runner = CliRunner()
     ns = ["--namespace", namespace_root]
     done = runner.invoke(main, ["replay", *ns, "src", "--as-of", str(version), "--to", "dst",
