@@ -45,6 +45,7 @@ CHILD = textwrap.dedent(
     with ServiceBusClient(root, spark=spark) as client:
         client.get_queue_sender("q").send_messages(
             [ServiceBusMessage(f"m{i}") for i in range(3)])
+        sent = Namespace(root, spark).entity("q").version()
         with client.get_queue_receiver("q", max_wait_time=10) as receiver:
             got = receiver.receive_messages(3)
             while len(got) < 3 and (more := receiver.receive_messages(3 - len(got))):
@@ -75,6 +76,9 @@ CHILD = textwrap.dedent(
             "sink", max_wait_time=10) as receiver:
         moved = receiver.receive_messages(10)
         out["forwarded"] = sorted(str(m) for m in moved)
+    admin.create_queue("audit")  # time travel: q as sent, before any receive (issue 22)
+    out["as_of"] = sorted(r.body.decode() for r in q.as_of(sent).select("body").collect())
+    out["replayed"] = q.replay(sent, "audit").count
     print("RESULT " + json.dumps(out))
     """
 )
@@ -143,3 +147,4 @@ def test_issue19_point1_sbqueue_runs_through_spark_connect(connect_server: str,
     assert out["subscription"] == 2  # the SQL filter let the red ones in
     assert out["forward_rc"] == 0, out["forward_err"]
     assert out["forwarded"] == ["red", "red"]
+    assert out["as_of"] == ["m0", "m1", "m2"] and out["replayed"] == 3
