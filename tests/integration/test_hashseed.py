@@ -57,7 +57,7 @@ def test_issue5_point3_receive_is_deterministic_under_hash_seeds(tmp_path) -> No
         assert outcome["first"] == 32 and outcome["second"] == 0
         assert len(outcome["rows"]) == 32
         for row in outcome["rows"]:
-            assert row["sub_queue"] == "DeadLetter" and row["unlocked"] is True
+            assert row["sub_queue"] == "DeadLetter" and row["unlocked"] is True, outcome
             assert row["dead_letter_reason"] == "MaxDeliveryCountExceeded"
             assert row["delivery_count"] == 1
     shapes = {seed: [(r["body"], r["sub_queue"], r["dead_letter_reason"]) for r in o["rows"]]
