@@ -7,7 +7,7 @@ archive at exit (``-XX:ArchiveClassesAtExit``) and map them at the next start
 (``-XX:SharedArchiveFile``): measured here, a child that creates a queue and sends,
 receives and completes one message fell from 24 s to 15 s.
 
-The archive is built once per machine (about 110 s here, by a spark-submit of this file, which
+The archive is built once per machine (70-110 s here, by a spark-submit of this file, which
 exercises the common paths), keyed by the Java, PySpark and Delta versions, and kept in
 sbqueue's cache folder. A JVM whose class path does not match ignores it; its warnings are
 turned off.
@@ -65,17 +65,18 @@ def ensure_archive() -> Path | None:
     # spark-submit runs the JVM as the process it waits for: the archive is written when
     # it returns. (Its warnings, one per class it cannot keep, stay on: Java 17 aborts at
     # exit when they are turned off while it writes.)
-    run = subprocess.run(
-        [str(_pyspark_home() / "bin" / "spark-submit"), "--master", "local[2]",
-         "--properties-file", str(submit_properties()), __file__, "--train"],
-        capture_output=True, text=True, timeout=900, env=env, stdin=subprocess.DEVNULL)
-    if run.returncode != 0 or not staged.exists():
+    for _ in range(2):  # a JVM that aborts while writing is tried once more
+        run = subprocess.run(
+            [str(_pyspark_home() / "bin" / "spark-submit"), "--master", "local[2]",
+             "--properties-file", str(submit_properties()), __file__, "--train"],
+            capture_output=True, text=True, timeout=900, env=env, stdin=subprocess.DEVNULL)
+        if run.returncode == 0 and staged.exists():
+            os.replace(staged, target)
+            return target
         staged.unlink(missing_ok=True)
         sys.stderr.write(f"jvm_archive: not built (exit {run.returncode}): "
                          f"{run.stderr[-500:]}\n")
-        return None
-    os.replace(staged, target)
-    return target
+    return None
 
 
 def _train() -> None:
@@ -110,6 +111,9 @@ def _train() -> None:
     entity.complete_dataframe(frame)
     entity.messages().count()
     entity.counts()
+    # Spark's threads stopped before the JVM exits and writes the archive: with them
+    # running, Java 17 sometimes aborts while it writes (exit 134)
+    namespace.spark.stop()
 
 
 if __name__ == "__main__":
