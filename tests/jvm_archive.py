@@ -66,10 +66,16 @@ def ensure_archive() -> Path | None:
     # it returns. (Its warnings, one per class it cannot keep, stay on: Java 17 aborts at
     # exit when they are turned off while it writes.)
     for _ in range(2):  # a JVM that aborts while writing is tried once more
-        run = subprocess.run(
-            [str(_pyspark_home() / "bin" / "spark-submit"), "--master", "local[2]",
-             "--properties-file", str(submit_properties()), __file__, "--train"],
-            capture_output=True, text=True, timeout=900, env=env, stdin=subprocess.DEVNULL)
+        try:
+            run = subprocess.run(
+                [str(_pyspark_home() / "bin" / "spark-submit"), "--master", "local[2]",
+                 "--properties-file", str(submit_properties()), __file__, "--train"],
+                capture_output=True, text=True, timeout=400, env=env,
+                stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            staged.unlink(missing_ok=True)
+            sys.stderr.write("jvm_archive: not built (over 400 s)\n")
+            return None
         if run.returncode == 0 and staged.exists():
             os.replace(staged, target)
             return target
