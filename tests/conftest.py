@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Map the class archive into every JVM of the run: built first for the full suite
-    (its dozens of JVMs repay the ~50 s), used by the default run where it exists."""
+    (its dozens of JVMs repay the 70-110 s), used by the default run where it exists."""
     global _archive_options
     if not _CHILD_OPTS_SET:
         return  # the caller chose the JVMs' options

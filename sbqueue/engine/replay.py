@@ -52,6 +52,13 @@ def _last_at_or_before(commits: list[tuple[int, datetime]], at: datetime) -> int
     return found[-1] if found else None
 
 
+def _pinned(version: int, at: datetime, ledger: list[tuple[int, datetime]]) -> Moment:
+    """The inbox ``version`` made at ``at``, with the ledger as it stood then (its first
+    version where it had no commit yet)."""
+    found = _last_at_or_before(ledger, at)
+    return Moment(version, ledger[0][0] if found is None else found, at)
+
+
 def moment(entity: Entity, when: int | datetime) -> Moment:
     """The versions that make up ``entity`` at ``when`` (an inbox version or a time); a
     version it never had, a time before it existed, or a version no longer readable is
@@ -76,21 +83,20 @@ def moment(entity: Entity, when: int | datetime) -> Moment:
     else:
         raise InvalidOperationError(
             f"as of {when!r}: give an entity version (int) or a time (datetime)")
-    found = Moment(version, _last_at_or_before(ledger, at) or ledger[0][0], at)
+    found = _pinned(version, at, ledger)
     _check_readable(entity, found, inbox, ledger)
     return found
 
 
 def _check_readable(entity: Entity, wanted: Moment, inbox: list[tuple[int, datetime]],
                     ledger: list[tuple[int, datetime]]) -> None:
-    def readable(version: int, at: datetime) -> bool | None:
-        ledger_version = _last_at_or_before(ledger, at) or ledger[0][0]
-        inbox_ok = entity.inbox.readable(version)
+    def readable(m: Moment) -> bool | None:
+        inbox_ok = entity.inbox.readable(m.inbox)
         if inbox_ok is None:
             return None
-        return inbox_ok and bool(entity.ledger.readable(ledger_version))
+        return inbox_ok and bool(entity.ledger.readable(m.ledger))
 
-    if readable(wanted.inbox, wanted.at) is not False:
+    if readable(wanted) is not False:
         return  # readable, or only the read itself can tell (not a local folder)
     # the oldest readable version after the one asked for: a vacuum makes the versions
     # older than its horizon unreadable, so past the one asked for, readability only grows
@@ -98,7 +104,7 @@ def _check_readable(entity: Entity, wanted: Moment, inbox: list[tuple[int, datet
     low, high = [v for v, _ in inbox].index(wanted.inbox) + 1, len(inbox) - 1
     while low < high:
         mid = (low + high) // 2
-        if readable(*inbox[mid]):
+        if readable(_pinned(*inbox[mid], ledger)):
             high = mid
         else:
             low = mid + 1
