@@ -97,6 +97,7 @@ from sbqueue.exceptions import (
     MessageNotFoundError,
     MessagingEntityDisabledError,
     PartitionUnavailableError,
+    StorageConflictError,
 )
 from sbqueue.store.delta import RETRYABLE, note_conflict, retry_conflicts
 
@@ -249,6 +250,29 @@ class Entity:
         if done:
             self.quota.add(size)
         return done is not None
+
+    def send_once(self, messages: Sequence[Outgoing], app_id: str, version: int) -> bool:
+        """Send ``messages`` in one commit made on the driver, at most once per
+        ``(app_id, version)`` and not at all once the inbox holds a later version of
+        ``app_id`` (Delta's ``txn``; a streaming sink's query and batch, decision 024).
+        True: committed now; False: committed before, nothing done."""
+        if not self.inbox.commits_here():
+            raise InvalidOperationError(
+                f"{self.name}: its inbox is not a local Delta table this process can commit "
+                "to; send with send_dataframe instead (decision 024)")
+        props = self._check_sendable()
+        send_id = f"{app_id}-{version}"
+        rows = inbox_rows(messages, props, self.fenced, self._spread, send_id)
+        size = sum(int(r["size_in_bytes"]) for r in rows)
+        self.quota.check(size)
+        done = self.inbox.append_once(rows, send_id, (app_id, version))
+        if done is None:
+            raise StorageConflictError(
+                f"{self.name}: the send of {send_id} could not be committed on the driver; "
+                "nothing was stored: it is tried again with the batch")
+        if done:
+            self.quota.add(size)
+        return done
 
     def require_available(self, partitions: list[int], operation: str) -> None:
         """S14.2: an operation on an unavailable partition fails (checked after

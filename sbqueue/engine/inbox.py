@@ -52,17 +52,19 @@ class Inbox(Table):
             log.debug("driver send fell back to Spark: %r", exc)
             return None
 
-    def append_once(self, rows: list[dict[str, Any]], send_id: str) -> bool | None:
+    def append_once(self, rows: list[dict[str, Any]], send_id: str,
+                    txn: tuple[str, int] | None = None) -> bool | None:
         """``append_small`` at most once per ``send_id`` (Delta's ``txn``, as a Spark
-        append with ``txnAppId``): True committed now, False committed before (nothing
-        done), None not possible here (nothing committed: append with Spark)."""
+        append with ``txnAppId``), or per ``txn`` (application id and version) where given:
+        True committed now, False committed before (nothing done), None not possible here
+        (nothing committed: append with Spark)."""
         if not self.commits_here():
             return None
         try:
             table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
             return append_tracked(str(local_path(self.path)), table,
                                   ["partition_id", "segment"], send_id, _STATS,
-                                  once=send_id) is not None
+                                  once=txn or (send_id, 0)) is not None
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
             log.debug("driver append fell back to Spark: %r", exc)
             return None

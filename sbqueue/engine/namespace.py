@@ -11,7 +11,7 @@ import contextlib
 import hashlib
 import re
 import shutil
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.lifecycle import DELETING
@@ -119,6 +119,20 @@ class Namespace:
         self.database = f"sbq_{_sql_identifier(self.root.rsplit('/', 1)[-1])}_" + \
             hashlib.sha256(self.root.encode()).hexdigest()[:8]
         self._views_ready = False
+
+    @classmethod
+    def without_spark(cls, root: str, where: str) -> Namespace:
+        """The existing namespace at a local ``root``, opened in a process with no Spark
+        (a Python data source's worker): only the engine's driver paths work; anything else
+        raises ``SparkSetupError`` naming ``where`` (``spark.absent``)."""
+        from sbqueue.spark.absent import NoSpark
+
+        if not is_local(root):
+            raise InvalidOperationError(
+                f"{where}: namespace {root!r} is not a local folder; the sbqueue data source "
+                "reads and writes local (or mounted) folders only: use the DataFrame API "
+                "in foreachBatch on cloud storage (decision 024)")
+        return cls.existing(root, cast("SparkSession", NoSpark(where)))
 
     @classmethod
     def existing(cls, root: str, spark: SparkSession) -> Namespace:

@@ -42,7 +42,8 @@ from sbqueue.exceptions import (
     PartitionUnavailableError,
 )
 
-__all__ = ["SETTABLE", "SendResult", "prepare_send", "refusal", "send_dataframe"]
+__all__ = ["SETTABLE", "SendResult", "check_send_schema", "prepare_send", "refusal",
+           "send_dataframe"]
 
 SETTABLE = frozenset({*STRING_PROPERTIES, "body", "time_to_live", "scheduled_enqueue_time_utc",
                       "application_properties"})
@@ -113,14 +114,21 @@ def _properties_problem(kind: DataType) -> str | None:
 
 
 def _check_columns(df: DataFrame, forwarded: bool) -> None:
-    unknown = sorted(set(df.columns) - SETTABLE - (CARRIED if forwarded else frozenset()))
+    check_send_schema(df.schema, forwarded)
+
+
+def check_send_schema(schema: StructType, forwarded: bool = False) -> None:
+    """Refuse a send's columns that are not message columns or have a type that cannot
+    carry them (S2.1, S2.3): before any row is read (a DataFrame send, a streaming sink)."""
+    names = schema.fieldNames()
+    unknown = sorted(set(names) - SETTABLE - (CARRIED if forwarded else frozenset()))
     if unknown:
         raise InvalidOperationError(
             f"unknown message column(s) {', '.join(unknown)}; allowed: "
             f"{', '.join(sorted(SETTABLE))} (S2.1)")
-    if "body" not in df.columns:
+    if "body" not in names:
         raise InvalidOperationError("a send DataFrame needs a 'body' column (S2.1)")
-    for field in df.schema.fields:
+    for field in schema.fields:
         problem = _type_problem(field.name, field.dataType)
         if problem:
             raise InvalidOperationError(

@@ -70,17 +70,20 @@ class Unsupported(Exception):
 
 
 def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag: str,
-                   stats_columns: Sequence[str], once: str | None = None) -> int | None:
+                   stats_columns: Sequence[str], once: tuple[str, int] | None = None
+                   ) -> int | None:
     """Append ``table`` (every column of the Delta schema, partition columns included) in
-    one commit carrying ``tag``; the version committed. ``once``: an application id, as
-    Spark's ``txnAppId`` (Delta's ``txn`` action): when a commit carries it already,
-    nothing is written and None is returned."""
+    one commit carrying ``tag``; the version committed. ``once``: an application id and
+    version, as Spark's ``txnAppId`` / ``txnVersion`` (Delta's ``txn`` action): when the
+    table holds that id at that version or a later one, nothing is written and None is
+    returned."""
     root = Path(path)
     log = root / "_delta_log"
     version = _latest(log)
     if once is not None:
         seen = driver.latest(path)
-        if seen.transaction_version(once) is not None:
+        stored = seen.transaction_version(once[0])
+        if stored is not None and stored >= once[1]:
             return None
         version = seen.version()  # commits after it are checked for ``once`` below
     _check_protocol(log)
@@ -97,8 +100,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         for between in range(version + 1, latest + 1):  # every commit we lost to
             actions = _actions(log, between)
             _check_unchanged(log, between, actions)
-            if once is not None and any(a.get("txn", {}).get("appId") == once
-                                        for a in actions):
+            if once is not None and any(_carries(a.get("txn"), once) for a in actions):
                 return None  # the same batch, committed by someone else
         version = latest
     raise Unsupported(f"{path}: no version won in {_RETRIES} tries")
@@ -248,8 +250,13 @@ def _stats(data: pa.Table, columns: Sequence[str]) -> dict[str, Any]:
             "nullCount": nulls}
 
 
+def _carries(txn: dict[str, Any] | None, once: tuple[str, int]) -> bool:
+    """Whether a ``txn`` action records ``once``'s application at its version or later."""
+    return txn is not None and txn.get("appId") == once[0] and int(txn["version"]) >= once[1]
+
+
 def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
-            once: str | None = None) -> str:
+            once: tuple[str, int] | None = None) -> str:
     lines: list[dict[str, Any]] = [{"commitInfo": {
         "timestamp": int(time.time() * 1000), "operation": "WRITE",
         "operationParameters": {"mode": "Append", "partitionBy": "[]"},
@@ -264,7 +271,7 @@ def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
         high += file["rows"]
         lines.append({"add": add})
     if once is not None:
-        lines.append({"txn": {"appId": once, "version": 0,
+        lines.append({"txn": {"appId": once[0], "version": once[1],
                               "lastUpdated": int(time.time() * 1000)}})
     lines.append({"domainMetadata": {"domain": _DOMAIN, "configuration": json.dumps(
         {"rowIdHighWaterMark": high, "domainName": _DOMAIN}, separators=(",", ":")),

@@ -1,0 +1,100 @@
+"""``df.writeStream.format("sbqueue")``: each micro-batch sent as one commit, exactly once.
+
+Executors turn their rows into messages (``outgoing``) and hand them to the driver in
+their commit messages; the driver's commit sends them all in ONE inbox append made by
+sbqueue on the driver (``Entity.send_once``) carrying Delta's ``txn`` action with the
+query's id and the batch id. A batch that Spark replays after a crash (the append landed,
+Spark's own commit did not) finds its id at that version or later and sends nothing:
+every input row is in the entity exactly once (decision 024).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
+from pyspark.sql.types import StructType, VariantVal
+
+from sbqueue.core.sizes import STRING_PROPERTIES
+from sbqueue.datasource.options import Options, query_id
+from sbqueue.engine.entity import Entity
+from sbqueue.engine.namespace import Namespace
+from sbqueue.engine.send import check_send_schema
+from sbqueue.exceptions import InvalidOperationError
+
+__all__ = ["StreamSink", "outgoing"]
+
+
+@dataclass
+class _Messages(WriterCommitMessage):
+    """One task's rows, as messages."""
+
+    messages: list[dict[str, Any]]
+
+
+def outgoing(row: Row) -> dict[str, Any]:
+    """A row of a send DataFrame (S2.1 columns) as the driver send takes it: body bytes,
+    time to live a ``timedelta``, the schedule aware UTC (PySpark hands rows naive local
+    times), properties a dict, and a message id (S2.6)."""
+    values = row.asDict()
+    body = values["body"]
+    if body is None:
+        raise InvalidOperationError("a message's body is null; every row needs one (S2.1)")
+    ttl = values.get("time_to_live")
+    scheduled: datetime | None = values.get("scheduled_enqueue_time_utc")
+    message = {name: values.get(name) for name in STRING_PROPERTIES}
+    message.update(
+        body=body.encode("utf-8") if isinstance(body, str) else bytes(body),
+        time_to_live=ttl if ttl is None or isinstance(ttl, timedelta)
+        else timedelta(seconds=float(ttl)),
+        scheduled_enqueue_time_utc=None if scheduled is None
+        else scheduled.astimezone(timezone.utc),
+        application_properties=_properties(values.get("application_properties")))
+    message["message_id"] = message["message_id"] or uuid.uuid4().hex
+    return message
+
+
+def _properties(value: Any) -> dict[str, Any] | None:
+    """A map, a struct or a VARIANT object of application properties, as a dict."""
+    if value is None:
+        return None
+    if isinstance(value, VariantVal):
+        value = value.toPython()
+    if isinstance(value, Row):
+        value = value.asDict()
+    if not isinstance(value, Mapping):
+        raise InvalidOperationError(
+            f"application_properties {value!r} is not an object of properties (S2.3)")
+    return dict(value)
+
+
+class StreamSink(DataSourceStreamWriter):
+    """The writer of one streaming query into one queue."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        check_send_schema(schema)
+        self.options = Options.parse(options)
+        self.raw = dict(options)
+
+    def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
+        return _Messages([outgoing(row) for row in iterator])
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        rows = [m for part in messages if isinstance(part, _Messages) for m in part.messages]
+        if not rows:
+            return
+        namespace = Namespace.without_spark(self.options.namespace, self.options.where())
+        target = namespace.sendable(self.options.entity)
+        if not isinstance(target, Entity):
+            raise InvalidOperationError(
+                f"{self.options.where()}: the streaming sink sends to queues; send to a "
+                "topic with Topic.send_dataframe in foreachBatch (decision 024)")
+        target.send_once(rows, query_id(self.raw), batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing was stored: a batch's messages are only sent by its commit."""
