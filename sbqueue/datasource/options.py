@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,12 @@ class Options:
             raise InvalidOperationError(
                 f"format('sbqueue') needs .option({missing[0]!r}, ...): the namespace folder "
                 "and the entity path (decision 024)")
-        return cls(str(options["namespace"]), str(options["entity"]))
+        root = str(options["namespace"])
+        if is_local(root) and not root.startswith("file:") and not os.path.isabs(root):
+            raise InvalidOperationError(
+                f"namespace {root!r} is a relative path: give format('sbqueue') an absolute "
+                "one (its Python workers do not run in the caller's working directory)")
+        return cls(root, str(options["entity"]))
 
     def where(self) -> str:
         """How errors name this stream: the entity in its namespace."""
