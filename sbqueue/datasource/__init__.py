@@ -7,12 +7,15 @@ engine's driver paths over a local (or mounted) namespace folder.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
+from sbqueue.datasource.scan import BatchScan
 from sbqueue.datasource.sink import StreamSink
+from sbqueue.engine.view_here import VIEW_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -28,6 +31,12 @@ class SbqueueDataSource(DataSource):
     def name(cls) -> str:
         return "sbqueue"
 
+    def schema(self) -> StructType:
+        return VIEW_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchScan(self.options)
+
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return StreamSink(self.options, schema)
 
@@ -40,4 +49,8 @@ def register(spark: SparkSession) -> None:
     if id(spark) in _registered:
         return
     spark.dataSource.register(SbqueueDataSource)
+    # The reader is offered filters only with this on; a server that fixes its confs
+    # refuses it, and Spark then applies every filter itself.
+    with contextlib.suppress(Exception):
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     _registered.add(id(spark))

@@ -39,7 +39,8 @@ from sbqueue.engine.schema import (
 )
 from sbqueue.store.driver import ROW_LIMIT
 
-__all__ = ["Held", "held_here", "per_partition", "tally"]
+__all__ = ["Held", "ahead", "completed", "held_here", "locator", "per_partition", "records_of",
+           "tally", "view_name"]
 
 Held = tuple[int, str, str, int]
 """(partition, view ``sub_queue``, view ``state``, size in bytes) of one message."""
@@ -91,17 +92,34 @@ def held_here(inbox: Inbox, ledger: Ledger, partitions: int, target: str | None,
     bodies = _bodies(inbox, messages)
     if pending is None or bodies is None:
         return None
-    subscription, records = target is not None, _records(rows)
+    subscription, records = target is not None, records_of(rows)
     out = [h for h in (_stored(r, bodies, records, now) for r in messages) if h is not None]
     out += [_waiting(r, target, now) for r in pending]
     return [h for h in out if not (subscription and h[2] == "Scheduled")]  # S8.5
 
 
-def _records(rows: list[dict[str, Any]]) -> dict[tuple[int, int, str], datetime]:
+def records_of(rows: list[dict[str, Any]]) -> dict[tuple[int, int, str], datetime]:
+    """When each valid-looking completion record was written, by (partition, sequence
+    number, lock token)."""
     return {(p, s, t): at for p, s, t, at in record_rows(rows)}
 
 
-def _locator(row: Mapping[str, Any]) -> tuple[int, int, str, int]:
+def completed(row: Mapping[str, Any], records: Mapping[tuple[int, int, str], datetime]
+              ) -> bool:
+    """Whether a record completed this ledger message row (``completed_by_record``)."""
+    token = row["lock_token"]
+    key = (int(row["partition_id"]), int(row["sequence_number"]), str(token))
+    at = records.get(key) if token is not None else None
+    return _COMPLETED.evaluate({**row, RECORD_AT: at}) is True
+
+
+def view_name(lane: Any) -> str:
+    """The view's ``sub_queue`` of a ledger lane."""
+    return _VIEW_NAMES.get(str(lane), "Main")
+
+
+def locator(row: Mapping[str, Any]) -> tuple[int, int, str, int]:
+    """Where a message's inbox row is: partition, segment, send id, batch index."""
     return (int(row["partition_id"]), int(row["segment"]), str(row["send_id"]),
             int(row["batch_index"]))
 
@@ -111,11 +129,11 @@ def _bodies(inbox: Inbox, messages: list[dict[str, Any]]
     """The inbox rows of the ledger's messages (their size and schedule), by locator."""
     if not messages:
         return {}
-    wanted = {_locator(r) for r in messages}
+    wanted = {locator(r) for r in messages}
     where = {"partition_id": sorted({k[0] for k in wanted}),
              "segment": sorted({k[1] for k in wanted})}
-    found = inbox.scan_here(where, _INBOX, lambda r: _locator(r) in wanted)
-    return None if found is None else {_locator(r): r for r in found}
+    found = inbox.scan_here(where, _INBOX, lambda r: locator(r) in wanted)
+    return None if found is None else {locator(r): r for r in found}
 
 
 def _pending(inbox: Inbox, rows: list[dict[str, Any]], partitions: int, target: str | None
@@ -140,29 +158,27 @@ def _stored(row: dict[str, Any], bodies: Mapping[tuple[int, int, str, int], dict
             records: Mapping[tuple[int, int, str], datetime], now: datetime) -> Held | None:
     """A ledger message as the view shows it; None when it is not held (a record completed
     it, or its inbox row is gone)."""
-    body = bodies.get(_locator(row))
-    token = row["lock_token"]
-    key = (int(row["partition_id"]), int(row["sequence_number"]), str(token))
-    at = records.get(key) if token is not None else None
-    if body is None or _COMPLETED.evaluate({**row, RECORD_AT: at}) is True:
+    body = bodies.get(locator(row))
+    if body is None or completed(row, records):
         return None
     state = str(row["state"])
-    if state == "Scheduled" and not _ahead(body, now):
+    if state == "Scheduled" and not ahead(body, now):
         state = "Active"
-    return (int(row["partition_id"]), _VIEW_NAMES.get(str(row["lane"]), "Main"), state,
+    return (int(row["partition_id"]), view_name(row["lane"]), state,
             int(body["size_in_bytes"] or 0))
 
 
 def _waiting(row: dict[str, Any], target: str | None, now: datetime) -> Held:
     """An inbox row after its cursor as the view shows it."""
     dead = target is not None and dead_letter_mark(target) in (row["targets"] or ())
-    state = "Scheduled" if not dead and _ahead(row, now) else "Active"
+    state = "Scheduled" if not dead and ahead(row, now) else "Active"
     sub_queue = SubQueue.DEAD_LETTER if dead else SubQueue.MAIN
     return (int(row["partition_id"]), sub_queue.view_name, state,
             int(row["size_in_bytes"] or 0))
 
 
-def _ahead(row: Mapping[str, Any], now: datetime) -> bool:
+def ahead(row: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a row's schedule is still ahead of ``now``."""
     at = row["scheduled_enqueue_time_utc"]
     return at is not None and at > now
 

@@ -1,0 +1,71 @@
+"""``spark.read.format("sbqueue")``: an entity's messages as its SQL view shows them.
+
+A peek: no lock, no change, no commit (S9). One input partition per entity partition,
+read in a worker on the driver's paths (``engine.view_here``); filters on the partition,
+the sequence number and the enqueued time are applied by the source (``Bounds``), and the
+partitions they rule out are never read (the plan lists them as ``PushedFilters``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+
+from sbqueue.core.clock import utcnow
+from sbqueue.core.subqueues import SubQueue
+from sbqueue.datasource.bounds import Bounds
+from sbqueue.datasource.options import Options
+from sbqueue.engine.entity import Entity
+from sbqueue.engine.namespace import Namespace
+from sbqueue.engine.view_here import VIEW_SCHEMA, view_rows_here
+from sbqueue.exceptions import InvalidOperationError
+
+__all__ = ["BatchScan"]
+
+_NAMES = VIEW_SCHEMA.fieldNames()
+
+
+class _Partition(InputPartition):
+    """One entity partition."""
+
+
+def open_entity(options: Options) -> Entity:
+    """The entity the options name, in its namespace opened without Spark."""
+    namespace = Namespace.without_spark(options.namespace, options.where())
+    return namespace.entity(options.entity)
+
+
+class BatchScan(DataSourceReader):
+    """A read of one entity (or one of its sub-queues)."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = Options.parse(options)
+        self.bounds = Bounds()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        yield from self.bounds.keep(filters)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        entity = open_entity(self.options)
+        if entity.dedupe is not None:
+            raise InvalidOperationError(
+                f"{self.options.where()} detects duplicates: which of its rows are messages "
+                "is decided by Spark: read Namespace(...).entity(...).messages() or its SQL "
+                "view instead (decision 024)")
+        return [_Partition(p) for p in self.bounds.partitions(entity.partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[object, ...]]:
+        entity = open_entity(self.options)
+        rows = view_rows_here(entity.inbox, entity.ledger, [int(partition.value)],
+                              entity.target, utcnow())
+        if rows is None:
+            raise InvalidOperationError(
+                f"{self.options.where()}: partition {partition.value} holds more than the "
+                "driver reads (or forwarding windows); read its view with spark.table "
+                "instead (decision 024)")
+        keep = self.bounds.row_test()
+        shown = None if entity.sub_queue is SubQueue.MAIN else entity.sub_queue.view_name
+        for row in rows:
+            if keep(row) and (shown is None or row["sub_queue"] == shown):
+                yield tuple(row[n] for n in _NAMES)

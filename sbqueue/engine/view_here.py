@@ -1,0 +1,141 @@
+"""An entity's messages as its SQL view shows them, read on the driver (no Spark job).
+
+Why: a Python data source (``sbqueue.datasource``) reads in workers that have no
+SparkSession, so the view's SELECT (``engine.reads.messages_sql``) cannot run there. The
+same rows are built here from delta-rs reads of the two tables, with the rules the view
+applies and ``engine.tally`` already applies to count them:
+
+- a ledger message row, unless a valid completion record names its lock token, with its
+  inbox row's fields, its lane's sub-queue, and a schedule passed by a cursor shown Active
+  once due (S8.4);
+- the inbox rows after a partition's cursor, numbered as the view numbers them: the
+  cursor's counter plus their rank in commit order (S3.1), counting a transaction's rows
+  still committing, which are left out until it commits (S12.2); a subscription's copy
+  marked at fan-out is in its dead-letter queue (S10.1), and a subscription never shows a
+  scheduled message (S8.5).
+
+Duplicate detection and forwarding windows are the view's alone: for them, and where a
+table is not local or too large to read here, the functions return None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from sbqueue.core.sequence import sequence_of
+from sbqueue.core.subqueues import SubQueue
+from sbqueue.core.transitions import SESSIONLESS_REASON
+from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.ledger import Ledger
+from sbqueue.engine.receive import cursors_of, is_after
+from sbqueue.engine.schema import (
+    MESSAGE_FIELDS,
+    STATE_FIELDS,
+    TRANSACTION_SEND_PREFIX,
+    WINDOW,
+    dead_letter_mark,
+    owns,
+)
+from sbqueue.engine.tally import ahead, completed, locator, records_of, view_name
+from sbqueue.store.driver import ROW_LIMIT
+
+__all__ = ["VIEW_SCHEMA", "view_rows_here"]
+
+Row = dict[str, Any]
+_FIELDS = [f.name for f in MESSAGE_FIELDS]
+_LOCATOR = ["partition_id", "segment", "send_id", "batch_index"]
+_INBOX = [*_LOCATOR, *_FIELDS, "targets"]
+_UNHELD = {"delivery_count": 0, "lock_token": None, "locked_until_utc": None,
+           "dead_letter_reason": None, "dead_letter_error_description": None,
+           "dead_letter_source": None}
+_STATE = list(_UNHELD)
+
+VIEW_SCHEMA = StructType([
+    StructField("sequence_number", LongType()), StructField("partition_id", IntegerType()),
+    *MESSAGE_FIELDS, StructField("state", StringType()), StructField("sub_queue", StringType()),
+    *[f for f in STATE_FIELDS if f.name != "state"]])
+"""The view's columns (``reads.MESSAGE_VIEW_COLUMNS``) and types."""
+
+
+def view_rows_here(inbox: Inbox, ledger: Ledger, partitions: Sequence[int],
+                   target: str | None, now: datetime) -> list[Row] | None:
+    """The view's rows of ``partitions`` (``reads.MESSAGE_VIEW_COLUMNS``); None where the
+    caller must ask Spark (see the module's docstring)."""
+    rows = ledger.scan_here({"partition_id": list(partitions)}, None, lambda r: True)
+    if rows is None or any(r["row_type"] == WINDOW for r in rows):
+        return None
+    messages = [r for r in rows if r["row_type"] == "m"]
+    bodies = _bodies(inbox, messages)
+    pending = _numbered(inbox, rows, partitions, target)
+    if bodies is None or pending is None:
+        return None
+    records = records_of(rows)
+    out = [v for v in (_stored(r, bodies, records, now) for r in messages) if v is not None]
+    out += [_waiting(r, target, now) for r in pending]
+    if target is not None:
+        out = [v for v in out if v["state"] != "Scheduled"]  # S8.5
+    return out
+
+
+def _bodies(inbox: Inbox, messages: list[Row]) -> dict[tuple[int, int, str, int], Row] | None:
+    if not messages:
+        return {}
+    wanted = {locator(r) for r in messages}
+    found = inbox.scan_here({"partition_id": sorted({k[0] for k in wanted}),
+                             "segment": sorted({k[1] for k in wanted})},
+                            _INBOX, lambda r: locator(r) in wanted)
+    return None if found is None else {locator(r): r for r in found}
+
+
+def _numbered(inbox: Inbox, rows: list[Row], partitions: Sequence[int], target: str | None
+              ) -> list[Row] | None:
+    """The inbox rows after the cursors that are messages, each with its number."""
+    cursors = cursors_of(rows, partitions)
+    counters = {c.partition: c.counter for c in cursors}
+    committed = frozenset(str(r["send_id"]) for r in rows if r["row_type"] == "t")
+    after = is_after(cursors)
+    start = min(c.version for c in cursors)
+    found = inbox.appended_here(start - 1, inbox.version(), _INBOX,
+                                lambda r: owns(target, r["targets"]) and after(r),
+                                ("_commit_version", "batch_index"), ROW_LIMIT)
+    if found is None or len(found) >= ROW_LIMIT:
+        return None
+    out = []
+    for row in found:  # in commit order: each partition's rank is its count so far
+        partition = int(row["partition_id"])
+        counters[partition] += 1
+        send = str(row["send_id"])
+        if send.startswith(TRANSACTION_SEND_PREFIX) and send not in committed:
+            continue  # numbered, not shown, until its transaction commits (S12.2)
+        out.append({**row, "sequence_number": sequence_of(partition, counters[partition])})
+    return out
+
+
+def _shown(message: Mapping[str, Any], sequence_number: int, state: str, sub_queue: str,
+           held: Mapping[str, Any]) -> Row:
+    return {"sequence_number": sequence_number, "partition_id": int(message["partition_id"]),
+            **{f: message.get(f) for f in _FIELDS}, "state": state, "sub_queue": sub_queue,
+            **{f: held.get(f) for f in _STATE}}
+
+
+def _stored(row: Row, bodies: Mapping[tuple[int, int, str, int], Row],
+            records: Mapping[tuple[int, int, str], datetime], now: datetime) -> Row | None:
+    body = bodies.get(locator(row))
+    if body is None or completed(row, records):
+        return None
+    state = str(row["state"])
+    if state == "Scheduled" and not ahead(body, now):
+        state = "Active"  # S8.4
+    return _shown(body, int(row["sequence_number"]), state, view_name(row["lane"]), row)
+
+
+def _waiting(row: Row, target: str | None, now: datetime) -> Row:
+    dead = target is not None and dead_letter_mark(target) in (row["targets"] or ())
+    state = "Scheduled" if not dead and ahead(row, now) else "Active"
+    sub_queue = SubQueue.DEAD_LETTER if dead else SubQueue.MAIN
+    return _shown(row, int(row["sequence_number"]), state, sub_queue.view_name,
+                  {**_UNHELD, "dead_letter_reason": SESSIONLESS_REASON if dead else None})
