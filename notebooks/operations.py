@@ -8,7 +8,9 @@
 
 # COMMAND ----------
 # %%
+import json
 import os
+import tempfile
 
 import matplotlib
 
@@ -18,6 +20,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
+from sbqueue.datasource import register
 from sbqueue.engine.forward import Forwarder, forwarding_sources
 from sbqueue.engine.maintain import MARK, Maintainer
 from sbqueue.management import ServiceBusAdministrationClient
@@ -109,6 +112,27 @@ ops.as_of(forwarded).groupBy("sub_queue", "state").count().show()
 print(ops.replay(forwarded, "ops-audit", where="subject = 'adhoc'"))
 ns.entity("ops-audit").messages().select(
     "sequence_number", "message_id", "application_properties").show(5, truncate=False)
+
+# COMMAND ----------
+# %% [markdown]
+# ## `format("sbqueue")`: `ops`'s dead letters read as a table, and a Structured Streaming
+# query that sends operator notes to `ops-audit` (each micro-batch once)
+
+# COMMAND ----------
+# %%
+register(spark)
+root = os.path.abspath(ROOT)  # the data source's workers need an absolute path
+(spark.read.format("sbqueue").option("namespace", root)
+ .option("entity", "ops/$DeadLetterQueue").load()
+ .groupBy("dead_letter_reason").count().show(truncate=False))
+notes = tempfile.mkdtemp(prefix="ops-notes-")
+with open(os.path.join(notes, "notes.json"), "w") as out:
+    out.write(json.dumps({"body": "resubmitted the ad-hoc jobs", "subject": "note"}) + "\n")
+(spark.readStream.schema("body string, subject string").json(notes)
+ .writeStream.format("sbqueue").option("namespace", root).option("entity", "ops-audit")
+ .option("checkpointLocation", os.path.join(notes, "_checkpoint"))
+ .trigger(availableNow=True).start().awaitTermination())
+print(ns.entity("ops-audit").counts())
 
 # COMMAND ----------
 # %% [markdown]

@@ -10,11 +10,17 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+)
 from pyspark.sql.types import StructType
 
 from sbqueue.datasource.scan import BatchScan
 from sbqueue.datasource.sink import StreamSink
+from sbqueue.datasource.stream import StreamSource
 from sbqueue.engine.view_here import VIEW_SCHEMA
 
 if TYPE_CHECKING:
@@ -36,6 +42,9 @@ class SbqueueDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchScan(self.options)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return StreamSource(self.options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return StreamSink(self.options, schema)

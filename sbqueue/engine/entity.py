@@ -418,8 +418,9 @@ class Entity:
         until, duration = result.locked_until, self.props.lock_duration
         if until is None or until - utcnow() >= duration / 2:
             return result
-        pairs = [(int(r[0]), str(r[1])) for r in
-                 result.handed.select("sequence_number", "lock_token").collect()]
+        handed = result.messages if result.messages is not None else [
+            r.asDict() for r in result.frame().select("sequence_number", "lock_token").collect()]
+        pairs = [(int(r["sequence_number"]), str(r["lock_token"])) for r in handed]
         renewed = self.settle(pairs, "renew")
         if renewed.lock_lost or renewed.already_settled:
             return result

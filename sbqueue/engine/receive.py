@@ -126,7 +126,10 @@ class Attempt:
 
 @dataclass(frozen=True)
 class ReceiveResult:
-    handed: DataFrame  # state columns and locator of the rows handed out (checkpointed)
+    # State columns and locator of the rows handed out (checkpointed), or how to build
+    # them: a receive decided on the driver builds them only if asked (``frame``), so it
+    # runs where there is no Spark (a data source's worker) and calls no JVM otherwise.
+    handed: DataFrame | Callable[[], DataFrame]
     locators: list[tuple[int, int, str]]  # (partition, segment, send_id) of those rows
     count: int
     left: dict[int, int]  # per partition: deliverable messages seen but not taken
@@ -135,6 +138,10 @@ class ReceiveResult:
     # The handed-out messages with bodies, when the receive already read them (a receive
     # decided on the driver, ``engine.receive_small``): no body read after the commit.
     messages: list[dict[str, Any]] | None = None
+
+    def frame(self) -> DataFrame:
+        """The handed-out rows' state as a DataFrame."""
+        return self.handed() if callable(self.handed) else self.handed
 
 
 class Cursor(NamedTuple):
@@ -552,7 +559,7 @@ def receive_once(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
 def with_bodies(inbox: Inbox, result: ReceiveResult) -> DataFrame:
     """The handed-out rows as messages: their state joined with their inbox rows, read with
     literal partition, segment and send filters (pruning and data skipping)."""
-    state = result.handed.select(*LOCATOR, "sequence_number", *STATE_OUT)
+    state = result.frame().select(*LOCATOR, "sequence_number", *STATE_OUT)
     if result.locked_until is not None:
         state = state.withColumn("locked_until_utc", F.when(
             F.col("lock_token").isNotNull(), F.lit(result.locked_until).cast("timestamp")))

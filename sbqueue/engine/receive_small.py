@@ -410,7 +410,7 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
     if not complete_head:  # what lies past a cut head is unknown
         left = {p: n for p, n in left.items() if n}
     return ReceiveResult(
-        handed=_handed_frame(ledger.spark, handed),
+        handed=lambda: _handed_frame(ledger.spark, handed),
         locators=sorted({(int(c["partition_id"]), int(c["segment"]), str(c["send_id"]))
                          for c in handed if c["segment"] is not None}),
         count=len(handed), left=left, committed=bool(writes),

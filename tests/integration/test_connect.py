@@ -79,6 +79,19 @@ CHILD = textwrap.dedent(
     admin.create_queue("audit")  # time travel: q as sent, before any receive (issue 22)
     out["as_of"] = sorted(r.body.decode() for r in q.as_of(sent).select("body").collect())
     out["replayed"] = q.replay(sent, "audit").count
+    from sbqueue.datasource import register  # format("sbqueue"): the server's workers
+    register(spark)
+    incoming = root + "-incoming"
+    import os
+    os.makedirs(incoming)
+    with open(os.path.join(incoming, "part-0.json"), "w") as f:
+        f.write('{"body": "s0"}\\n{"body": "s1"}\\n')
+    (spark.readStream.schema("body string").json(incoming).writeStream.format("sbqueue")
+     .option("namespace", root).option("entity", "audit")
+     .option("checkpointLocation", root + "-checkpoint").trigger(availableNow=True).start()
+     .awaitTermination())
+    read = spark.read.format("sbqueue").option("namespace", root).option("entity", "audit")
+    out["read"] = sorted(r.body.decode() for r in read.load().select("body").collect())
     print("RESULT " + json.dumps(out))
     """
 )
@@ -148,3 +161,4 @@ def test_issue19_point1_sbqueue_runs_through_spark_connect(connect_server: str,
     assert out["forward_rc"] == 0, out["forward_err"]
     assert out["forwarded"] == ["red", "red"]
     assert out["as_of"] == ["m0", "m1", "m2"] and out["replayed"] == 3
+    assert out["read"] == ["m0", "m1", "m2", "s0", "s1"]  # issue 22 points 1 and 3

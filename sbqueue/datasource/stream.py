@@ -1,0 +1,119 @@
+"""``spark.readStream.format("sbqueue")``: messages in micro-batches, peek-locked, completed
+once the batch that carried them is done (at least once, never lost).
+
+A batch's end offset names the locks it holds (sequence number and lock token each). Spark
+asks for the next offset (``latestOffset``) only after the batch ending at the current one
+has run and its sink committed, so that call first completes that batch's messages, then
+receives the next ones; ``commit`` (called by Spark when it plans a later batch) completes
+them too and is then a no-op. A batch that fails, or a query that dies, completes nothing:
+the locks end and the messages are delivered again with their delivery count raised, so
+a message that keeps failing reaches the dead-letter queue (S6.7). Receives and completes
+run on the engine's driver paths (``Namespace.without_spark``; decision 024).
+
+A batch that Spark replays after a restart (it logged the batch, not its end) is emitted
+empty and its locks are left to end: whether its sink wrote it is unknown here, so its
+messages are received again later with their delivery count raised, never completed
+unseen. A poison message thus fails its batch only until it is dead-lettered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from sbqueue.datasource.options import Options
+from sbqueue.datasource.scan import open_entity
+from sbqueue.engine.entity import Entity
+from sbqueue.engine.view_here import VIEW_SCHEMA
+from sbqueue.exceptions import InvalidOperationError
+
+__all__ = ["StreamSource"]
+
+_NAMES = VIEW_SCHEMA.fieldNames()  # a read's columns: received rows add their sub-queue
+_ASK = 100  # messages one receive asks for: a receive decided on the driver
+_ALL = 10_000  # a batch's size when Spark asks for everything available
+
+
+class _Batch(InputPartition):
+    """A batch's received messages, handed to the task that emits them."""
+
+
+def _locks(offset: Mapping[str, Any]) -> list[tuple[int, str]]:
+    return [(int(seq), str(token)) for seq, token in offset.get("locks", [])]
+
+
+class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream of one queue, subscription or sub-queue."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.options = Options.parse(options)
+        size = options.get("maxMessagesPerBatch", "1000")
+        if not str(size).isdigit() or int(size) < 1:
+            raise InvalidOperationError(
+                f"maxMessagesPerBatch {size!r}: a whole number of at least 1 (decision 024)")
+        self.batch_size = int(size)
+        # batch id -> its messages, from the receive until they are completed
+        self.held: dict[int, list[dict[str, Any]]] = {}
+        self.budget: int | None = None  # Trigger.AvailableNow: what was there at its start
+
+    def initialOffset(self) -> dict[str, Any]:
+        return {"batch": 0, "locks": []}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.batch_size)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.budget = int(open_entity(self.options).counts()["active"])
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        entity = open_entity(self.options)
+        self._complete(entity, start)  # Spark asks only once the batch up to start is done
+        wanted = _ALL if isinstance(limit, ReadAllAvailable) else (
+            limit.max_rows if isinstance(limit, ReadMaxRows) else self.batch_size)
+        if self.budget is not None:
+            wanted = min(wanted, self.budget)
+        messages = self._receive(entity, wanted)
+        if not messages:
+            return start
+        if self.budget is not None:
+            self.budget -= len(messages)
+        batch = int(start["batch"]) + 1
+        self.held[batch] = messages
+        return {"batch": batch, "locks": [[m["sequence_number"], m["lock_token"]]
+                                          for m in messages]}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        # A batch replayed after a restart is not held here: emitted empty (see above).
+        messages = self.held.get(int(end["batch"]), [])
+        return [_Batch([tuple(m.get(n) for n in _NAMES) for m in messages])]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        yield from partition.value
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._complete(open_entity(self.options), end)
+
+    def _complete(self, entity: Entity, end: Mapping[str, Any]) -> None:
+        """Complete the messages of the batch ending at ``end`` if this worker received
+        them, once (a lock already ended is reported by the engine and left to redelivery)."""
+        if self.held.pop(int(end.get("batch", 0)), None):
+            entity.settle(_locks(end), "complete")
+
+    @staticmethod
+    def _receive(entity: Entity, wanted: int) -> list[dict[str, Any]]:
+        """Up to ``wanted`` messages, peek-locked, in receives the driver decides."""
+        out: list[dict[str, Any]] = []
+        while len(out) < wanted:
+            rows = entity.receive_rows(min(_ASK, wanted - len(out)))
+            if not rows:
+                break
+            out += [{**r.asDict(), "sub_queue": entity.sub_queue.view_name} for r in rows]
+        return out
