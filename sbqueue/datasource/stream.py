@@ -29,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from sbqueue.core.subqueues import SubQueue
 from sbqueue.datasource.options import Options
 from sbqueue.datasource.scan import open_entity
 from sbqueue.engine.entity import Entity
@@ -40,6 +41,8 @@ __all__ = ["StreamSource"]
 _NAMES = VIEW_SCHEMA.fieldNames()  # a read's columns: received rows add their sub-queue
 _ASK = 100  # messages one receive asks for: a receive decided on the driver
 _ALL = 10_000  # a batch's size when Spark asks for everything available
+_COUNTED = {SubQueue.MAIN: "active", SubQueue.DEAD_LETTER: "dead_letter",
+            SubQueue.TRANSFER_DEAD_LETTER: "transfer_dead_letter"}  # ``Entity.counts`` keys
 
 
 class _Batch(InputPartition):
@@ -71,7 +74,8 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.batch_size)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.budget = int(open_entity(self.options).counts()["active"])
+        entity = open_entity(self.options)
+        self.budget = int(entity.counts()[_COUNTED[entity.sub_queue]])
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         entity = open_entity(self.options)

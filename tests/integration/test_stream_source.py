@@ -39,6 +39,7 @@ def send(spark, root: str, queue: str, ids: list[str]) -> None:
             [ServiceBusMessage(i, message_id=i, partition_key=i) for i in ids])
 
 
+@pytest.mark.slow
 def test_a_queue_drains_into_a_table_batch_by_batch(admin, spark, namespace_root,
                                                     tmp_path) -> None:
     admin.create_queue("orders", enable_partitioning=True)
