@@ -37,7 +37,8 @@ Check = Callable[[Any], bool]
 
 
 def _aware(value: Any) -> Any:
-    """A filter's timestamp as the rows carry it: aware UTC (PySpark gives naive local)."""
+    """A filter's timestamp as the rows carry it: aware UTC (a naive one taken as local,
+    as PySpark converts timestamps)."""
     if isinstance(value, datetime):
         return value.astimezone(timezone.utc)
     return value
@@ -96,7 +97,8 @@ class _Interval:
         low, high, values = -math.inf, math.inf, None
         for kind, value in taken:
             if kind in (EqualTo, In):
-                given = frozenset(value) if kind is In else frozenset([value])
+                given = frozenset(v for v in (value if kind is In else [value])
+                                  if v is not None)  # NULL matches nothing
                 values = given if values is None else values & given
             elif kind in (GreaterThan, GreaterThanOrEqual):
                 low = max(low, value + (kind is GreaterThan))

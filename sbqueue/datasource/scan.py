@@ -56,6 +56,8 @@ class BatchScan(DataSourceReader):
         return [_Partition(p) for p in self.bounds.partitions(entity.partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[object, ...]]:
+        if partition.value is None:  # Spark's stand-in when the filters left no partition
+            return
         entity = open_entity(self.options)
         rows = view_rows_here(entity.inbox, entity.ledger, [int(partition.value)],
                               entity.target, utcnow())

@@ -34,7 +34,7 @@ from sbqueue.datasource.options import Options
 from sbqueue.datasource.scan import open_entity
 from sbqueue.engine.entity import Entity
 from sbqueue.engine.view_here import VIEW_SCHEMA
-from sbqueue.exceptions import InvalidOperationError
+from sbqueue.exceptions import InvalidOperationError, SparkSetupError
 
 __all__ = ["StreamSource"]
 
@@ -66,6 +66,7 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # batch id -> its messages, from the receive until they are completed
         self.held: dict[int, list[dict[str, Any]]] = {}
         self.budget: int | None = None  # Trigger.AvailableNow: what was there at its start
+        self.available_now = False
 
     def initialOffset(self) -> dict[str, Any]:
         return {"batch": 0, "locks": []}
@@ -74,10 +75,21 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.batch_size)
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """The messages there now bound the query; where they cannot be counted without
+        Spark, it ends at the first receive that finds none."""
+        self.available_now = True
         entity = open_entity(self.options)
-        self.budget = int(entity.counts()[_COUNTED[entity.sub_queue]])
+        try:
+            self.budget = int(entity.counts()[_COUNTED[entity.sub_queue]])
+        except SparkSetupError:
+            self.budget = None
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        if isinstance(limit, ReadAllAvailable) and not self.available_now:
+            raise InvalidOperationError(
+                f"{self.options.where()}: Trigger.Once runs one batch and never asks for "
+                "another, so its messages would never be completed; use "
+                "trigger(availableNow=True) (decision 024)")
         entity = open_entity(self.options)
         self._complete(entity, start)  # Spark asks only once the batch up to start is done
         wanted = _ALL if isinstance(limit, ReadAllAvailable) else (

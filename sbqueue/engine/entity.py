@@ -260,6 +260,8 @@ class Entity:
             raise InvalidOperationError(
                 f"{self.name}: its inbox is not a local Delta table this process can commit "
                 "to; send with send_dataframe instead (decision 024)")
+        if self.inbox.holds_transaction(app_id, version):
+            return False  # sent before: a replay is not refused by what changed since
         props = self._check_sendable()
         send_id = f"{app_id}-{version}"
         rows = inbox_rows(messages, props, self.fenced, self._spread, send_id)

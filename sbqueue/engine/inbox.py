@@ -69,13 +69,14 @@ class Inbox(Table):
             log.debug("driver append fell back to Spark: %r", exc)
             return None
 
-    def holds_transaction(self, app_id: str) -> bool:
-        """Whether a commit carrying Delta's ``txn`` of ``app_id`` is in the log (read on
-        the driver; False where it cannot be told here)."""
+    def holds_transaction(self, app_id: str, version: int = 0) -> bool:
+        """Whether a commit carrying Delta's ``txn`` of ``app_id`` at ``version`` or later is
+        in the log (read on the driver; False where it cannot be told here)."""
         if not self.commits_here():
             return False
         try:
-            return driver.latest(self.path).transaction_version(app_id) is not None
+            stored = driver.latest(self.path).transaction_version(app_id)
+            return stored is not None and stored >= version
         except (OSError, ValueError, DeltaError) as exc:
             log.debug("transaction lookup fell back: %r", exc)
             return False

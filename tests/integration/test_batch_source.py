@@ -98,6 +98,8 @@ def test_filters_rule_out_partitions_before_they_are_read(admin, spark, namespac
     by_partition.explain(mode="formatted")
     assert f"PushedFilters: [EqualTo(partition_id,{part})]" in capsys.readouterr().out
     assert by_partition.rdd.getNumPartitions() == 1
+    assert source.where("partition_id = 99").count() == 0  # no partition left to read
+    assert source.where(F.col("partition_id").isin(part, None)).count() == by_partition.count()
     same(by_partition, view.where(F.col("partition_id") == part))
     by_number = source.where(F.col("sequence_number") >= seq)
     assert by_number.rdd.getNumPartitions() == 16 - part

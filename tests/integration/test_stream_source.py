@@ -116,3 +116,10 @@ def test_bad_options_are_refused_naming_them(admin, spark, namespace_root, tmp_p
     with pytest.raises(Exception, match=r"maxMessagesPerBatch 'many'"):
         drain_into_table(stream(spark, namespace_root, "orders", maxMessagesPerBatch="many"),
                          str(tmp_path / "t"), str(tmp_path / "c"))
+    send(spark, namespace_root, "orders", ["a"])
+    once = (stream(spark, namespace_root, "orders").writeStream.format("delta")
+            .option("checkpointLocation", str(tmp_path / "c2")).trigger(once=True)
+            .start(str(tmp_path / "t2")))
+    with pytest.raises(Exception, match=r"Trigger.Once.*availableNow"):
+        once.awaitTermination()
+    assert admin.namespace.entity("orders").counts()["active"] == 1  # nothing taken

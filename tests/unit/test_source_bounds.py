@@ -27,6 +27,7 @@ def test_partition_filters_choose_partitions() -> None:
     b, left = bounds(EqualTo(("partition_id",), 3))
     assert (b.partitions(16), left) == ([3], [])
     assert bounds(In(("partition_id",), (1, 5, 40)))[0].partitions(16) == [1, 5]
+    assert bounds(In(("partition_id",), (None, 2)))[0].partitions(16) == [2]  # NULL: none
     assert bounds(GreaterThan(("partition_id",), 13))[0].partitions(16) == [14, 15]
     assert bounds(EqualTo(("partition_id",), 3), LessThan(("partition_id",), 3))[0] \
         .partitions(16) == []
