@@ -10,6 +10,11 @@ the locks end and the messages are delivered again with their delivery count rai
 a message that keeps failing reaches the dead-letter queue (S6.7). Receives and completes
 run on the engine's driver paths (``Namespace.without_spark``; decision 024).
 
+On a session entity, each batch locks up to ``maxSessionsPerBatch`` sessions (8 by
+default) and takes their messages in sequence order (S10.4); completing the batch
+completes them and releases the sessions, so a session's later messages follow in a later
+batch, still in order.
+
 A batch that Spark replays after a restart (it logged the batch, not its end) is emitted
 empty and its locks are left to end: whether its sink wrote it is unknown here, so its
 messages are received again later with their delivery count raised, never completed
@@ -29,10 +34,12 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from sbqueue.core.clock import utcnow
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.datasource.options import Options
 from sbqueue.datasource.scan import open_entity
 from sbqueue.engine.entity import Entity
+from sbqueue.engine.sessions import SessionLock
 from sbqueue.engine.view_here import VIEW_SCHEMA
 from sbqueue.exceptions import InvalidOperationError, SparkSetupError
 
@@ -63,6 +70,12 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise InvalidOperationError(
                 f"maxMessagesPerBatch {size!r}: a whole number of at least 1 (decision 024)")
         self.batch_size = int(size)
+        sessions = options.get("maxSessionsPerBatch", "8")
+        if not str(sessions).isdigit() or int(sessions) < 1:
+            raise InvalidOperationError(
+                f"maxSessionsPerBatch {sessions!r}: a whole number of at least 1 "
+                "(decision 024)")
+        self.sessions_per_batch = int(sessions)
         # batch id -> its messages, from the receive until they are completed
         self.held: dict[int, list[dict[str, Any]]] = {}
         self.budget: int | None = None  # Trigger.AvailableNow: what was there at its start
@@ -96,15 +109,19 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
             limit.max_rows if isinstance(limit, ReadMaxRows) else self.batch_size)
         if self.budget is not None:
             wanted = min(wanted, self.budget)
-        messages = self._receive(entity, wanted)
+        messages, sessions = (self._receive_sessions(entity, wanted)
+                              if entity.props.requires_session
+                              and entity.sub_queue is SubQueue.MAIN else
+                              (self._receive(entity, wanted), []))
         if not messages:
             return start
         if self.budget is not None:
             self.budget -= len(messages)
         batch = int(start["batch"]) + 1
         self.held[batch] = messages
-        return {"batch": batch, "locks": [[m["sequence_number"], m["lock_token"]]
-                                          for m in messages]}
+        return {"batch": batch,
+                "locks": [[m["sequence_number"], m["lock_token"]] for m in messages],
+                "sessions": [[lk.session_id, lk.partition, lk.token] for lk in sessions]}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         # A batch replayed after a restart is not held here: emitted empty (see above).
@@ -122,6 +139,9 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
         them, once (a lock already ended is reported by the engine and left to redelivery)."""
         if self.held.pop(int(end.get("batch", 0)), None):
             entity.settle(_locks(end), "complete")
+            for session_id, partition, token in end.get("sessions", []):
+                entity.sessions.release(
+                    SessionLock(str(session_id), int(partition), str(token), utcnow()))
 
     @staticmethod
     def _receive(entity: Entity, wanted: int) -> list[dict[str, Any]]:
@@ -133,3 +153,19 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
             out += [{**r.asDict(), "sub_queue": entity.sub_queue.view_name} for r in rows]
         return out
+
+    def _receive_sessions(self, entity: Entity, wanted: int
+                          ) -> tuple[list[dict[str, Any]], list[SessionLock]]:
+        """Up to ``wanted`` messages of up to ``sessions_per_batch`` sessions, locked with
+        them, each session's in sequence order; sessions that gave none released."""
+        locks = entity.sessions.lock_many(min(self.sessions_per_batch, wanted))
+        if not locks:
+            return [], []
+        share = max(1, wanted // len(locks))
+        rows = [{**r.asDict(), "sub_queue": entity.sub_queue.view_name}
+                for r in entity.sessions.receive_rows(locks, share, "peek_lock")]
+        used = {r["session_id"] for r in rows}
+        for lock in locks:
+            if lock.session_id not in used:
+                entity.sessions.release(lock)
+        return rows, [lk for lk in locks if lk.session_id in used]

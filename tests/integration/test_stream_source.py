@@ -72,6 +72,34 @@ def test_a_dead_letter_queue_streams_too(admin, spark, namespace_root, tmp_path)
     assert admin.namespace.entity("orders").counts()["dead_letter"] == 0
 
 
+def test_sessions_stream_in_order_one_holder_at_a_time(admin, spark, namespace_root,
+                                                       tmp_path) -> None:
+    """S10.4: on a session queue each batch locks some sessions and takes their messages in
+    sequence order; a session's later messages come in later batches, never before."""
+    admin.create_queue("chats", requires_session=True, enable_partitioning=True)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("chats").send_messages(
+            [ServiceBusMessage(f"{s}-{i}", session_id=s) for s in "abcd" for i in range(5)])
+    table = str(tmp_path / "table")
+
+    def write(batch, batch_id) -> None:
+        batch.selectExpr("session_id", "sequence_number", f"{batch_id} AS batch").write \
+            .format("delta").mode("append").save(table)
+
+    (stream(spark, namespace_root, "chats", maxMessagesPerBatch="6",
+            maxSessionsPerBatch="2").writeStream.foreachBatch(write)
+     .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True)
+     .start().awaitTermination())
+    rows = spark.read.format("delta").load(table).collect()
+    assert len(rows) == 20 and len({r.sequence_number for r in rows}) == 20
+    for session in "abcd":
+        mine = sorted((r.batch, r.sequence_number) for r in rows if r.session_id == session)
+        assert [seq for _, seq in mine] == sorted(seq for _, seq in mine)  # S10.4
+        assert all(len({r.session_id for r in rows if r.batch == b}) <= 2
+                   for b in {r.batch for r in rows})
+    assert admin.namespace.entity("chats").counts()["total"] == 0
+
+
 @pytest.mark.slow
 def test_a_poison_message_fails_its_batch_until_it_is_dead_lettered(admin, spark,
                                                                     namespace_root,
