@@ -1,6 +1,7 @@
 """The shape of the house (DESIGN layers; issue 18 point 3): checked on the source text.
 
-- Imports point down: ``store`` < ``core`` < ``engine`` < ``client`` / ``management``.
+- Imports point down: ``store`` < ``core`` < ``engine`` < ``client`` / ``management`` /
+  ``datasource`` (the faces, side by side).
 - Only ``store`` and the two gateways (``engine.ledger``, ``engine.inbox``) open a Delta
   table, with Spark or on the driver (delta-rs); every other module asks them.
 - A sequence number's layout is known only to ``core.sequence``; a sub-queue's four names
@@ -17,7 +18,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sbqueue"
 GATEWAYS = {"engine/ledger.py", "engine/inbox.py"}
-LAYERS = ["spark", "store", "core", "engine", "client", "management"]
+LAYERS = ["spark", "store", "core", "engine", "client", "management", "datasource"]
+FACES = {"client", "management", "datasource"}
 DELTA_ACCESS = re.compile(
     r"DeltaTable|format\(\s*[\"']delta[\"']\s*\)|delta\.`|(?<![.\w])(guarded_merge|read_appended|"
     r"create_table|latest_version|earliest_version|commit_version)\(|\bdeltalake\b")
@@ -42,8 +44,9 @@ def test_imports_point_down(name: str, source: str) -> None:
     layer = name.split("/")[0]
     if layer not in LAYERS:
         return  # the CLI, the jobs, the demo: on top of everything
-    above = set(LAYERS[LAYERS.index(layer) + 1:]) - {"client", "management"} \
-        if layer in ("client", "management") else set(LAYERS[LAYERS.index(layer) + 1:])
+    above = set(LAYERS[LAYERS.index(layer) + 1:])
+    if layer in FACES:
+        above -= FACES
     wrong = sorted(m for m in _imported(source)
                    if m.startswith("sbqueue.") and m.split(".")[1] in above)
     assert not wrong, f"{name} ({layer}) imports from above it: {wrong}"
