@@ -22,7 +22,6 @@ from pyspark.sql.types import StructType, VariantVal
 
 from sbqueue.core.sizes import STRING_PROPERTIES
 from sbqueue.datasource.options import Options, query_id
-from sbqueue.engine.entity import Entity
 from sbqueue.engine.namespace import Namespace
 from sbqueue.engine.send import check_send_schema
 from sbqueue.exceptions import InvalidOperationError
@@ -74,7 +73,7 @@ def _properties(value: Any) -> dict[str, Any] | None:
 
 
 class StreamSink(DataSourceStreamWriter):
-    """The writer of one streaming query into one queue."""
+    """The writer of one streaming query into one queue or topic."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         check_send_schema(schema)
@@ -90,10 +89,6 @@ class StreamSink(DataSourceStreamWriter):
             return
         namespace = Namespace.without_spark(self.options.namespace, self.options.where())
         target = namespace.sendable(self.options.entity)
-        if not isinstance(target, Entity):
-            raise InvalidOperationError(
-                f"{self.options.where()}: the streaming sink sends to queues; send to a "
-                "topic with Topic.send_dataframe in foreachBatch (decision 024)")
         target.send_once(rows, query_id(self.raw), batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -81,7 +81,14 @@ from sbqueue.engine.receive_range import (
 )
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
-from sbqueue.engine.send_small import SMALL, Outgoing, forwarded_rows, inbox_rows, result_of
+from sbqueue.engine.send_small import (
+    SMALL,
+    Outgoing,
+    commit_once,
+    forwarded_rows,
+    inbox_rows,
+    result_of,
+)
 from sbqueue.engine.sessions import Sessions, SessionStateResult
 from sbqueue.engine.settle import (
     Applied,
@@ -97,7 +104,6 @@ from sbqueue.exceptions import (
     MessageNotFoundError,
     MessagingEntityDisabledError,
     PartitionUnavailableError,
-    StorageConflictError,
 )
 from sbqueue.store.delta import RETRYABLE, note_conflict, retry_conflicts
 
@@ -252,29 +258,12 @@ class Entity:
         return done is not None
 
     def send_once(self, messages: Sequence[Outgoing], app_id: str, version: int) -> bool:
-        """Send ``messages`` in one commit made on the driver, at most once per
-        ``(app_id, version)`` and not at all once the inbox holds a later version of
-        ``app_id`` (Delta's ``txn``; a streaming sink's query and batch, decision 024).
-        True: committed now; False: committed before, nothing done."""
-        if not self.inbox.commits_here():
-            raise InvalidOperationError(
-                f"{self.name}: its inbox is not a local Delta table this process can commit "
-                "to; send with send_dataframe instead (decision 024)")
-        if self.inbox.holds_transaction(app_id, version):
-            return False  # sent before: a replay is not refused by what changed since
-        props = self._check_sendable()
-        send_id = f"{app_id}-{version}"
-        rows = inbox_rows(messages, props, self.fenced, self._spread, send_id)
-        size = sum(int(r["size_in_bytes"]) for r in rows)
-        self.quota.check(size)
-        done = self.inbox.append_once(rows, send_id, (app_id, version))
-        if done is None:
-            raise StorageConflictError(
-                f"{self.name}: the send of {send_id} could not be committed on the driver; "
-                "nothing was stored: it is tried again with the batch")
-        if done:
-            self.quota.add(size)
-        return done
+        """Send ``messages`` in one driver commit, at most once per ``(app_id, version)``
+        (``send_small.commit_once``; a streaming sink's batch, decision 024)."""
+        return commit_once(
+            self.inbox, self.quota, self.name, app_id, version,
+            lambda send_id: inbox_rows(messages, self._check_sendable(), self.fenced,
+                                       self._spread, send_id))
 
     def require_available(self, partitions: list[int], operation: str) -> None:
         """S14.2: an operation on an unavailable partition fails (checked after

@@ -16,30 +16,39 @@ that row for row. Unkeyed messages are spread round robin over the available par
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sbqueue.core.clock import utcnow
 from sbqueue.core.durations import is_never
 from sbqueue.core.forwarding import carried_sequence, next_hop
-from sbqueue.core.properties import QueueProperties
+from sbqueue.core.properties import QueueProperties, TopicProperties
 from sbqueue.core.routing import RoundRobin, partition_for, routing_key
 from sbqueue.core.sizes import HEADER_LIMIT, MAX_ID_LENGTH, STRING_PROPERTIES, message_limit
 from sbqueue.engine.schema import SEGMENT_SECONDS
 from sbqueue.engine.send import SendResult, refusal
-from sbqueue.exceptions import PartitionUnavailableError
+from sbqueue.exceptions import (
+    InvalidOperationError,
+    PartitionUnavailableError,
+    StorageConflictError,
+)
 from sbqueue.store.variant import encode_object, micros, to_json
 
-__all__ = ["SMALL", "Outgoing", "forwarded_rows", "inbox_rows", "result_of"]
+if TYPE_CHECKING:
+    from sbqueue.engine.inbox import Inbox
+    from sbqueue.engine.quota import Quota
+
+__all__ = ["SMALL", "Outgoing", "commit_once", "forwarded_rows", "inbox_rows", "result_of"]
 
 SMALL = 200  # messages a send makes on the driver at most; more: one Spark job
 Outgoing = Mapping[str, Any]  # body (bytes), STRING_PROPERTIES, time_to_live,
 # scheduled_enqueue_time_utc (aware), application_properties (a dict of S2.3 values)
+Sendable = QueueProperties | TopicProperties  # what a driver send checks a message against
 _IDS = ("message_id", "session_id", "partition_key", "reply_to_session_id")
 
 
-def _problem(message: Outgoing, props: QueueProperties, header: int, size: int) -> str | None:
+def _problem(message: Outgoing, props: Sendable, header: int, size: int) -> str | None:
     """The first rule the message breaks, in ``send._first_problem``'s order and words."""
     for name in _IDS:
         value = message.get(name)
@@ -57,10 +66,10 @@ def _problem(message: Outgoing, props: QueueProperties, header: int, size: int) 
     return None
 
 
-def _entity_problem(message: Outgoing, props: QueueProperties, size: int) -> str | None:
+def _entity_problem(message: Outgoing, props: Sendable, size: int) -> str | None:
     """The rules of this entity a message may break (its sessions, its size limit): the
     ones a forwarded message is checked by again."""
-    if props.requires_session and message.get("session_id") is None:
+    if getattr(props, "requires_session", False) and message.get("session_id") is None:
         return (f"queue {props.name} requires sessions; message {message['message_id']} has "
                 "no session_id (S10.1)")
     limit = message_limit(props.max_message_size_in_kilobytes)
@@ -79,7 +88,7 @@ def _time_to_live_ms(message: Outgoing) -> int | None:
     return total // 1000 if total >= 0 else -((-total) // 1000)
 
 
-def _lives_ms(own_ms: int | None, props: QueueProperties) -> int | None:
+def _lives_ms(own_ms: int | None, props: Sendable) -> int | None:
     """How long the message lives: its own time to live capped by the entity's (S8.1)."""
     if is_never(props.default_message_time_to_live):
         return own_ms
@@ -98,7 +107,7 @@ def _expiry(active_from: datetime, lives_ms: int | None) -> datetime | None:
         return datetime.max.replace(tzinfo=active_from.tzinfo)
 
 
-def _partition(message: Outgoing, props: QueueProperties, available: list[int],
+def _partition(message: Outgoing, props: Sendable, available: list[int],
                fenced: frozenset[int], spread: RoundRobin) -> int:
     """The key's partition (S4.1, S4.2), refused when unavailable (S4.4); else the next
     available partition round robin (S4.3)."""
@@ -114,7 +123,7 @@ def _partition(message: Outgoing, props: QueueProperties, available: list[int],
     return spread.pick(available)
 
 
-def _available(props: QueueProperties, fenced: frozenset[int]) -> list[int]:
+def _available(props: Sendable, fenced: frozenset[int]) -> list[int]:
     available = [p for p in range(props.partition_count) if p not in fenced]
     if not available:
         raise PartitionUnavailableError(
@@ -123,7 +132,8 @@ def _available(props: QueueProperties, fenced: frozenset[int]) -> list[int]:
     return available
 
 
-def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: frozenset[int],
+def inbox_rows(messages: Sequence[Outgoing], props: Sendable,
+               fenced: frozenset[int],
                spread: RoundRobin, send_id: str) -> list[dict[str, Any]]:
     """The inbox rows of ``messages`` (``prepare_send``'s), or the first rule one breaks
     raised as the Spark send raises it; nothing is stored either way."""
@@ -159,7 +169,7 @@ def inbox_rows(messages: Sequence[Outgoing], props: QueueProperties, fenced: fro
     return rows
 
 
-def forwarded_rows(messages: Sequence[Mapping[str, Any]], props: QueueProperties,
+def forwarded_rows(messages: Sequence[Mapping[str, Any]], props: Sendable,
                    fenced: frozenset[int], spread: RoundRobin, send_id: str
                    ) -> list[dict[str, Any]]:
     """The inbox rows of a forwarding batch (source inbox rows, each with its
@@ -200,3 +210,30 @@ def result_of(rows: Sequence[Mapping[str, Any]], send_id: str, version: int | No
     return SendResult(count=len(rows), send_id=send_id,
                       size_in_bytes=sum(int(r["size_in_bytes"]) for r in rows),
                       version=version)
+
+
+def commit_once(inbox: Inbox, quota: Quota, name: str, app_id: str, version: int,
+                rows_for: Callable[[str], list[dict[str, Any]]]) -> bool:
+    """Commit the rows ``rows_for(send_id)`` makes in one append on the driver, at most once
+    per ``(app_id, version)`` and not at all once the inbox holds a later version of
+    ``app_id`` (Delta's ``txn``; a streaming sink's query and batch, decision 024). True:
+    committed now; False: committed before, nothing done (checked first, so a replay is
+    not refused by what changed since)."""
+    if not inbox.commits_here():
+        raise InvalidOperationError(
+            f"{name}: its inbox is not a local Delta table this process can commit to; "
+            "send with send_dataframe instead (decision 024)")
+    if inbox.holds_transaction(app_id, version):
+        return False
+    send_id = f"{app_id}-{version}"
+    rows = rows_for(send_id)
+    size = sum(int(r["size_in_bytes"]) for r in rows)
+    quota.check(size)
+    done = inbox.append_once(rows, send_id, (app_id, version)) if rows else True
+    if done is None:
+        raise StorageConflictError(
+            f"{name}: the send of {send_id} could not be committed on the driver; nothing "
+            "was stored: it is tried again with the batch")
+    if done:
+        quota.add(size)
+    return done

@@ -11,6 +11,7 @@ their rows of the topic's inbox through their own ledgers (``owned_rows``).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,11 @@ from pyspark.sql import functions as F
 from sbqueue.core.clock import utcnow
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
 from sbqueue.core.properties import EntityStatus, SubscriptionProperties, TopicProperties
+from sbqueue.core.routing import RoundRobin
 from sbqueue.core.rules import RuleProperties
 from sbqueue.core.sequence import counter_of, partition_of, sequence_of
 from sbqueue.engine.columns import now_column
+from sbqueue.engine.fan_out_here import fan_out_rows
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.quota import Quota
 from sbqueue.engine.reads import inbox_bound
@@ -31,6 +34,7 @@ from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
 from sbqueue.engine.send import SendResult, send_dataframe
+from sbqueue.engine.send_small import Outgoing, commit_once, inbox_rows
 from sbqueue.engine.storage_guard import storage_guarded
 from sbqueue.exceptions import (
     MessageNotFoundError,
@@ -129,6 +133,7 @@ class Topic:
         self.spark = namespace.spark
         self.inbox = Inbox(self.spark, namespace.catalog.data_path(props.entity_id, "inbox"))
         self.partitions = props.partition_count
+        self._spread = RoundRobin(self.partitions, random.randrange(max(1, self.partitions)))
         # S1.6: a topic holds what its subscriptions hold (each copy counted).
         self.quota = Quota(props.name, lambda: self.props.max_size_in_megabytes,
                            self.partitions, lambda: inbox_bound(self.inbox),
@@ -161,6 +166,19 @@ class Topic:
         """A topic takes a forwarding batch through its Spark fan-out only (its rules are
         evaluated there): False, as ``Entity.send_forwarded`` where it cannot append."""
         return False
+
+    def send_once(self, messages: Sequence[Outgoing], app_id: str, version: int) -> bool:
+        """Send ``messages`` to the subscriptions whose rules match, in one driver commit,
+        at most once per ``(app_id, version)``: the rows a DataFrame send makes, fanned out
+        by ``fan_out_here`` (a streaming sink's batch, decision 024)."""
+        def rows_for(send_id: str) -> list[dict[str, Any]]:
+            self.check_status()
+            fenced = self.namespace.catalog.fenced(self.props.entity_id)
+            rows = inbox_rows(messages, self.props, fenced, self._spread, send_id)
+            return fan_out_rows(rows, self.namespace.catalog.topic_rules(self.props.name),
+                                utcnow())
+
+        return commit_once(self.inbox, self.quota, self.name, app_id, version, rows_for)
 
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
                        incoming_bytes: int = 0, send_id: str | None = None,
