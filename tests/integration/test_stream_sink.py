@@ -121,6 +121,7 @@ def _subscription_view(admin, topic: str, sub: str):
                        "dead_letter_reason", F.to_json("application_properties").alias("p"))
 
 
+@pytest.mark.slow
 def test_a_topic_gets_what_a_dataframe_send_gives_it(admin, spark, namespace_root,
                                                      tmp_path) -> None:
     """S15.2-S15.6, S10.1: each subscription of a topic streamed into holds what it holds
