@@ -115,8 +115,9 @@ ns.entity("ops-audit").messages().select(
 
 # COMMAND ----------
 # %% [markdown]
-# ## `format("sbqueue")`: `ops`'s dead letters read as a table, and a Structured Streaming
-# query that sends operator notes to `ops-audit` (each micro-batch once)
+# ## `format("sbqueue")`: `ops`'s dead letters read as a table; a Structured Streaming
+# query that sends operator notes to `ops-audit` (each micro-batch once), and one that
+# drains `ops-audit` into a Delta table (each batch completed once it is written)
 
 # COMMAND ----------
 # %%
@@ -133,6 +134,13 @@ with open(os.path.join(notes, "notes.json"), "w") as out:
  .option("checkpointLocation", os.path.join(notes, "_checkpoint"))
  .trigger(availableNow=True).start().awaitTermination())
 print(ns.entity("ops-audit").counts())
+audit_table = os.path.join(notes, "audit-table")
+(spark.readStream.format("sbqueue").option("namespace", root).option("entity", "ops-audit")
+ .load().selectExpr("message_id", "CAST(body AS STRING) AS text", "subject")
+ .writeStream.format("delta").option("checkpointLocation", os.path.join(notes, "_drain"))
+ .trigger(availableNow=True).start(audit_table).awaitTermination())
+spark.read.format("delta").load(audit_table).show(truncate=False)
+print(ns.entity("ops-audit").counts())  # all completed: the table holds them
 
 # COMMAND ----------
 # %% [markdown]

@@ -92,6 +92,14 @@ CHILD = textwrap.dedent(
      .awaitTermination())
     read = spark.read.format("sbqueue").option("namespace", root).option("entity", "audit")
     out["read"] = sorted(r.body.decode() for r in read.load().select("body").collect())
+    drained = root + "-drained"
+    (spark.readStream.format("sbqueue").option("namespace", root).option("entity", "audit")
+     .load().select("body").writeStream.format("delta")
+     .option("checkpointLocation", root + "-checkpoint-2").trigger(availableNow=True)
+     .start(drained).awaitTermination())
+    out["drained"] = sorted(r.body.decode() for r in
+                            spark.read.format("delta").load(drained).collect())
+    out["audit_left"] = admin.get_queue_runtime_properties("audit").total_message_count
     print("RESULT " + json.dumps(out))
     """
 )
@@ -162,3 +170,4 @@ def test_issue19_point1_sbqueue_runs_through_spark_connect(connect_server: str,
     assert out["forwarded"] == ["red", "red"]
     assert out["as_of"] == ["m0", "m1", "m2"] and out["replayed"] == 3
     assert out["read"] == ["m0", "m1", "m2", "s0", "s1"]  # issue 22 points 1 and 3
+    assert out["drained"] == out["read"] and out["audit_left"] == 0  # point 2
