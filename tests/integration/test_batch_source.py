@@ -83,6 +83,7 @@ def test_a_subscription_reads_as_its_view(admin, spark, namespace_root) -> None:
         "DeadLetter"}
 
 
+@pytest.mark.slow
 def test_filters_rule_out_partitions_before_they_are_read(admin, spark, namespace_root,
                                                           capsys) -> None:
     admin.create_queue("orders", enable_partitioning=True)

@@ -56,6 +56,7 @@ def test_a_queue_drains_into_a_table_batch_by_batch(admin, spark, namespace_root
     assert admin.namespace.entity("orders").counts()["total"] == 0  # every batch completed
 
 
+@pytest.mark.slow
 def test_a_dead_letter_queue_streams_too(admin, spark, namespace_root, tmp_path) -> None:
     admin.create_queue("orders")
     send(spark, namespace_root, "orders", ["a", "b", "c"])
@@ -72,6 +73,7 @@ def test_a_dead_letter_queue_streams_too(admin, spark, namespace_root, tmp_path)
     assert admin.namespace.entity("orders").counts()["dead_letter"] == 0
 
 
+@pytest.mark.slow
 def test_sessions_stream_in_order_one_holder_at_a_time(admin, spark, namespace_root,
                                                        tmp_path) -> None:
     """S10.4: on a session queue each batch locks some sessions and takes their messages in
