@@ -56,6 +56,15 @@ class _Batch(InputPartition):
     """A batch's received messages, handed to the task that emits them."""
 
 
+def _count(options: Mapping[str, str], name: str, default: str) -> int:
+    """A whole-number option of at least 1, or one clear error naming it."""
+    value = options.get(name, default)
+    if not str(value).isdigit() or int(value) < 1:
+        raise InvalidOperationError(
+            f"{name} {value!r}: a whole number of at least 1 (decision 024)")
+    return int(value)
+
+
 def _locks(offset: Mapping[str, Any]) -> list[tuple[int, str]]:
     return [(int(seq), str(token)) for seq, token in offset.get("locks", [])]
 
@@ -65,17 +74,8 @@ class StreamSource(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = Options.parse(options)
-        size = options.get("maxMessagesPerBatch", "1000")
-        if not str(size).isdigit() or int(size) < 1:
-            raise InvalidOperationError(
-                f"maxMessagesPerBatch {size!r}: a whole number of at least 1 (decision 024)")
-        self.batch_size = int(size)
-        sessions = options.get("maxSessionsPerBatch", "8")
-        if not str(sessions).isdigit() or int(sessions) < 1:
-            raise InvalidOperationError(
-                f"maxSessionsPerBatch {sessions!r}: a whole number of at least 1 "
-                "(decision 024)")
-        self.sessions_per_batch = int(sessions)
+        self.batch_size = _count(options, "maxMessagesPerBatch", "1000")
+        self.sessions_per_batch = _count(options, "maxSessionsPerBatch", "8")
         # batch id -> its messages, from the receive until they are completed
         self.held: dict[int, list[dict[str, Any]]] = {}
         self.budget: int | None = None  # Trigger.AvailableNow: what was there at its start
