@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sbqueue.exceptions import ServiceBusCommunicationError, SparkSetupError
+from sbqueue.spark.jars import PACKAGES, record_resolved, use_resolved
 from sbqueue.spark.logstore import LOGSTORE_CLASS, ensure_logstore_jar
 from sbqueue.spark.paths import cache_dir, conf_dir
 
@@ -67,6 +68,7 @@ def submit_properties() -> Path:
     conf = local_conf()
     conf["spark.jars"] = str(ensure_logstore_jar(conf))
     conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
+    use_resolved(conf)
     target = cache_dir() / "spark-submit.conf"
     staged = target.with_suffix(f".{os.getpid()}.tmp")
     staged.write_text("".join(f"{key} {value}\n" for key, value in sorted(conf.items())))
@@ -175,6 +177,8 @@ def _build_local(app_name: str, master: str | None,
         else:
             conf.pop(key, None)
     _workers_use_this_python(conf)
+    delta = conf.get(PACKAGES, "")
+    packages = None if use_resolved(conf) else delta  # None: Ivy is skipped (decision 025)
     builder = SparkSession.builder.appName(app_name).master(
         master or os.environ.get("SBQUEUE_SPARK_MASTER", "local[2]")
     )
@@ -186,10 +190,12 @@ def _build_local(app_name: str, master: str | None,
         raise SparkSetupError(
             f"Spark could not start ({exc.__class__.__name__}: {str(exc)[:300]}). "
             "Check that Java 17 is installed and that Maven Central is reachable for "
-            f"the first download of {conf['spark.jars.packages']} into "
+            f"the first download of {delta} into "
             f"{conf['spark.jars.ivy']}."
         ) from exc
     session.sparkContext.setLogLevel("ERROR")
+    if packages:
+        record_resolved(packages, session.sparkContext.getConf(), conf.get("spark.jars", ""))
     return session
 
 
