@@ -135,6 +135,7 @@ def test_s1_4_a_subscription_has_its_topics_partition_count(admin, spark, tmp_pa
     assert premium.create_subscription("t", "s").partition_count == 2
 
 
+@pytest.mark.slow
 def test_topic_and_subscription_crud(admin, spark, namespace_root) -> None:
     """S1.3, S1.7: topic and subscription definitions, fixed properties, names."""
     admin.create_topic("Events", requires_duplicate_detection=True)
@@ -179,6 +180,7 @@ def test_s13_1_subscriptions_forward_to_queues_or_topics(admin) -> None:
         admin.create_subscription("t", "sess", requires_session=True, forward_to="q")
 
 
+@pytest.mark.slow
 def test_s16_2_topic_and_subscription_runtime_properties(admin) -> None:
     admin.create_topic("events", enable_partitioning=True)
     admin.create_subscription("events", "audit")

@@ -81,6 +81,7 @@ def test_a_subscription_reads_as_its_view(admin, spark, namespace_root) -> None:
         "DeadLetter"}
 
 
+@pytest.mark.slow
 def test_filters_give_the_views_rows_and_leave_the_dataframe_whole(admin, spark,
                                                                    namespace_root) -> None:
     """Filters on the partition and the sequence number give what the view gives; a query
@@ -90,12 +91,13 @@ def test_filters_give_the_views_rows_and_leave_the_dataframe_whole(admin, spark,
     with ServiceBusClient(namespace_root, spark=spark) as client:
         client.get_queue_sender("orders").send_messages(
             [ServiceBusMessage(f"m{i}", partition_key=f"k{i}") for i in range(40)])
-    view = admin.namespace.entity("orders").messages()
+    view = comparable(admin.namespace.entity("orders").messages()).localCheckpoint()  # once
     source = read(spark, namespace_root, "orders")
     one = view.first()
     seq, part = one.sequence_number, partition_of(one.sequence_number)
-    same(source.where(F.col("partition_id") == part), view.where(F.col("partition_id") == part))
-    same(source.where(F.col("sequence_number") >= seq), view.where(F.col("sequence_number") >= seq))
+    for kept in (F.col("partition_id") == part, F.col("sequence_number") >= seq):
+        assert_df_equality(comparable(source.where(kept)), view.where(kept),
+                           ignore_row_order=True, ignore_nullable=True)
     assert source.where("partition_id = 99").count() == 0
     assert source.count() == 40  # not the last filtered query's rows
 

@@ -239,6 +239,7 @@ def test_s6_1_a_complete_is_a_record_every_reader_honours(
         assert receiver.peek_messages(5) == []
 
 
+@pytest.mark.slow
 def test_s6_6_a_record_written_after_another_receiver_took_the_message_counts_for_nothing(
         admin, client, monkeypatch) -> None:
     """A record names the lock token it was written under. One that lands after the message
@@ -266,6 +267,7 @@ def test_s6_6_a_record_written_after_another_receiver_took_the_message_counts_fo
         assert second.peek_messages(5) == []
 
 
+@pytest.mark.slow
 def test_s6_1_a_record_landing_while_a_receive_decides_stops_the_re_lock(
         clock, admin, client, monkeypatch) -> None:
     """A valid completion record that lands after a receive read the ledger but before its

@@ -130,6 +130,7 @@ def test_s16_2_counts_read_on_the_driver_are_the_views_without_spark_jobs(
     assert sum(per_here.values()) == 14 and here["size_in_bytes"] > 0
 
 
+@pytest.mark.slow
 def test_s10_1_s8_5_subscription_counts_on_the_driver_are_the_views(
         spark: Any, admin: Any, namespace_root: str, monkeypatch: pytest.MonkeyPatch,
         spark_jobs: Any) -> None:

@@ -153,6 +153,7 @@ def test_s5_2_a_receive_skips_locked_messages_ahead_of_it(admin, spark, namespac
     assert seen == [1, 2, 3]  # S5.5: strict sequence order within the partition
 
 
+@pytest.mark.slow
 def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
                                                                  namespace_root) -> None:
     """Both read the same head of partition 0 before either commits: one commits, the

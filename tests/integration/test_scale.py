@@ -32,6 +32,7 @@ def _last_commit_partitions(path: str) -> set[int]:
     return touched
 
 
+@pytest.mark.slow
 def test_s14_1_a_receive_commits_only_the_partitions_it_changes(admin, spark,
                                                                 namespace_root) -> None:
     """Once a receiver knows the backlog, a batch that one partition can fill is one commit

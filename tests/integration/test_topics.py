@@ -104,6 +104,7 @@ def test_s15_2_copies_per_rule_outcome_and_unmatched_dropped(admin, client, spar
     assert spark.sql(f"SELECT count(*) FROM {ns.sql_name('t/Subscriptions/s')}").first()[0] == 6
 
 
+@pytest.mark.slow
 def test_s15_2_fan_out_is_one_commit(admin, spark, namespace_root) -> None:
     admin.create_topic("t")
     for i in range(5):
