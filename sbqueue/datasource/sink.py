@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
-from pyspark.sql.types import StructType, VariantVal
+from pyspark.sql.types import StructType, TimestampNTZType, VariantVal
 
 from sbqueue.core.sizes import STRING_PROPERTIES
 from sbqueue.datasource.options import Options, query_id
@@ -36,10 +36,12 @@ class _Messages(WriterCommitMessage):
     messages: list[dict[str, Any]]
 
 
-def outgoing(row: Row) -> dict[str, Any]:
+def outgoing(row: Row, wall_clock_schedule: bool = False) -> dict[str, Any]:
     """A row of a send DataFrame (S2.1 columns) as the driver send takes it: body bytes,
-    time to live a ``timedelta``, the schedule aware UTC (PySpark hands rows naive local
-    times), properties a dict, and a message id (S2.6)."""
+    time to live a ``timedelta``, the schedule aware UTC, properties a dict, and a message
+    id (S2.6). PySpark hands a TIMESTAMP as a naive time in the worker's zone, and a
+    TIMESTAMP_NTZ (``wall_clock_schedule``) as its naive wall-clock value, read as UTC
+    here, as a DataFrame send reads it in sbqueue's UTC session."""
     values = row.asDict()
     body = values["body"]
     if body is None:
@@ -52,10 +54,16 @@ def outgoing(row: Row) -> dict[str, Any]:
         time_to_live=ttl if ttl is None or isinstance(ttl, timedelta)
         else timedelta(seconds=float(ttl)),
         scheduled_enqueue_time_utc=None if scheduled is None
-        else scheduled.astimezone(timezone.utc),
+        else _utc(scheduled, wall_clock_schedule),
         application_properties=_properties(values.get("application_properties")))
     message["message_id"] = message["message_id"] or uuid.uuid4().hex
     return message
+
+
+def _utc(at: datetime, wall_clock: bool) -> datetime:
+    if wall_clock and at.tzinfo is None:
+        return at.replace(tzinfo=timezone.utc)
+    return at.astimezone(timezone.utc)
 
 
 def _properties(value: Any) -> dict[str, Any] | None:
@@ -79,9 +87,11 @@ class StreamSink(DataSourceStreamWriter):
         check_send_schema(schema)
         self.options = Options.parse(options)
         self.raw = dict(options)
+        self.wall_clock = any(f.name == "scheduled_enqueue_time_utc"
+                              and isinstance(f.dataType, TimestampNTZType) for f in schema)
 
     def write(self, iterator: Iterator[Row]) -> WriterCommitMessage:
-        return _Messages([outgoing(row) for row in iterator])
+        return _Messages([outgoing(row, self.wall_clock) for row in iterator])
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         rows = [m for part in messages if isinstance(part, _Messages) for m in part.messages]

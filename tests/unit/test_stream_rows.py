@@ -60,3 +60,47 @@ def test_the_query_id_comes_from_the_checkpoint(tmp_path) -> None:
         query_id({})
     with pytest.raises(InvalidOperationError, match="no query id"):
         query_id({"checkpointLocation": str(tmp_path / "missing")})
+
+
+@pytest.fixture
+def new_york(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A worker whose local zone is not UTC (PySpark's naive times depend on it)."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_wall_clock_schedule_is_utc_and_a_timestamp_keeps_its_instant(new_york) -> None:
+    """S8.1: a TIMESTAMP_NTZ schedule is read as UTC (as a DataFrame send in sbqueue's UTC
+    session reads it), whatever the worker's zone; a TIMESTAMP, which PySpark hands as the
+    worker's local time, keeps its instant."""
+    noon = datetime(2026, 12, 1, 12, 0)
+    wall = outgoing(Row(body="x", scheduled_enqueue_time_utc=noon), wall_clock_schedule=True)
+    assert wall["scheduled_enqueue_time_utc"] == datetime(2026, 12, 1, 12, 0,
+                                                          tzinfo=timezone.utc)
+    local = outgoing(Row(body="x", scheduled_enqueue_time_utc=noon))
+    assert local["scheduled_enqueue_time_utc"] == datetime(2026, 12, 1, 17, 0,
+                                                           tzinfo=timezone.utc)
+
+
+def test_the_sink_reads_a_wall_clock_schedule_from_the_query_schema() -> None:
+    from pyspark.sql.types import (
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    from sbqueue.datasource.sink import StreamSink
+
+    def sink(kind):  # type: ignore[no-untyped-def]
+        schema = StructType([StructField("body", StringType()),
+                             StructField("scheduled_enqueue_time_utc", kind)])
+        return StreamSink({"namespace": "/ns", "entity": "q"}, schema)
+
+    assert sink(TimestampNTZType()).wall_clock and not sink(TimestampType()).wall_clock
