@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sbqueue.exceptions import ServiceBusCommunicationError, SparkSetupError
-from sbqueue.spark.jars import PACKAGES, record_resolved, use_resolved
+from sbqueue.spark.jars import PACKAGES, record_of, record_resolved, use_resolved
 from sbqueue.spark.logstore import LOGSTORE_CLASS, ensure_logstore_jar
 from sbqueue.spark.paths import cache_dir, conf_dir
 
@@ -68,7 +68,6 @@ def submit_properties() -> Path:
     conf = local_conf()
     conf["spark.jars"] = str(ensure_logstore_jar(conf))
     conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
-    use_resolved(conf)
     target = cache_dir() / "spark-submit.conf"
     staged = target.with_suffix(f".{os.getpid()}.tmp")
     staged.write_text("".join(f"{key} {value}\n" for key, value in sorted(conf.items())))
@@ -177,8 +176,9 @@ def _build_local(app_name: str, master: str | None,
         else:
             conf.pop(key, None)
     _workers_use_this_python(conf)
-    delta = conf.get(PACKAGES, "")
-    packages = None if use_resolved(conf) else delta  # None: Ivy is skipped (decision 025)
+    delta, record = conf.get(PACKAGES, ""), record_of(conf)
+    if use_resolved(conf) or os.environ.get("PYSPARK_SUBMIT_ARGS"):
+        record = None  # Ivy skipped, or the user's own submit arguments: nothing to learn
     builder = SparkSession.builder.appName(app_name).master(
         master or os.environ.get("SBQUEUE_SPARK_MASTER", "local[2]")
     )
@@ -194,8 +194,10 @@ def _build_local(app_name: str, master: str | None,
             f"{conf['spark.jars.ivy']}."
         ) from exc
     session.sparkContext.setLogLevel("ERROR")
-    if packages:
-        record_resolved(packages, session.sparkContext.getConf(), conf.get("spark.jars", ""))
+    if record is not None:
+        started = session.sparkContext.getConf()
+        record_resolved(record, delta, conf.get("spark.jars.ivy", ""),
+                        started.get("spark.repl.local.jars", "") or "")
     return session
 
 
