@@ -25,7 +25,6 @@ __all__ = ["PACKAGES", "record_of", "record_resolved", "use_resolved"]
 
 PACKAGES = "spark.jars.packages"
 _JARS = "spark.jars"
-_IVY = "spark.jars.ivy"
 
 
 def record_of(conf: dict[str, str]) -> Path | None:
@@ -73,7 +72,8 @@ def record_resolved(record: Path, packages: str, ivy_dir: str, local_jars: str) 
     where spark-submit lists what Ivy resolved) that lie in Ivy's own folder: a user's
     jars are not part of the resolution. Best effort: the session is up either way."""
     folder = Path(ivy_dir).resolve() / "jars"
-    found = [p for p in dict.fromkeys(_local(e) for e in local_jars.split(",") if e.strip())
+    entries = (e.strip() for e in local_jars.split(","))
+    found = [p for p in dict.fromkeys(_local(e) for e in entries if e)
              if p.parent == folder and p.suffix == ".jar" and p.is_file()]
     if not _complete(packages, found):
         return  # not a session that resolved these packages: nothing to learn from it
@@ -87,6 +87,5 @@ def record_resolved(record: Path, packages: str, ivy_dir: str, local_jars: str) 
 
 def _local(entry: str) -> Path:
     """A ``file:`` URI or a path, as an absolute local path."""
-    parsed = urlparse(entry.strip())
-    path = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(entry.strip())
-    return path.resolve()
+    parsed = urlparse(entry)
+    return (Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(entry)).resolve()
