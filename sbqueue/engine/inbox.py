@@ -16,7 +16,7 @@ from deltalake.exceptions import DeltaError
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_SCHEMA
+from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import driver
 from sbqueue.store.delta import Table
 from sbqueue.store.documents import local_path
@@ -34,7 +34,8 @@ class Inbox(Table):
     """An entity's inbox table (by path), with the reads and writes the engine makes."""
 
     def create_empty(self) -> None:
-        self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES)
+        self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES,
+                    INBOX_PROTOCOL)
 
     def append_small(self, rows: list[dict[str, Any]], tag: str) -> int | None:
         """Append prepared rows in one commit made on the driver (``store.tracked``, no

@@ -23,6 +23,7 @@ from sbqueue.engine.schema import (
     LEDGER_KEYS,
     LEDGER_MATCH,
     LEDGER_PROPERTIES,
+    LEDGER_PROTOCOL,
     LEDGER_SCHEMA,
     RECORD,
     change_frame,
@@ -50,7 +51,8 @@ class Ledger(Table):
         """Create the table, without cursor rows: a partition without a p row has passed
         nothing yet (``engine.receive.with_unstored``); its first cursor move inserts it.
         One commit, no data file (decision 011)."""
-        self.create(LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES)
+        self.create(LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES,
+                    LEDGER_PROTOCOL)
 
     def messages(self, where: Column | None = None, version: int | None = None) -> DataFrame:
         """The message (``m``) rows."""

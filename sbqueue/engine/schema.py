@@ -46,11 +46,13 @@ from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
 __all__ = [
     "COPY_BITS",
     "INBOX_PROPERTIES",
+    "INBOX_PROTOCOL",
     "INBOX_SCHEMA",
     "LEDGER_COLUMNS",
     "LEDGER_KEYS",
     "LEDGER_MATCH",
     "LEDGER_PROPERTIES",
+    "LEDGER_PROTOCOL",
     "LEDGER_SCHEMA",
     "LEDGER_TYPES",
     "LOCATOR",
@@ -178,6 +180,15 @@ INBOX_PROPERTIES = {
     "delta.dataSkippingStatsColumns": "send_id,batch_index,message_id,session_id,"
                                       "enqueued_time_utc,size_in_bytes",
 }
+# The protocols Delta derives from these properties and schemas (Spark's ``CREATE TABLE``
+# writes them; a driver-made table states them, ``store.created``, decision 026): row
+# tracking and the variant column need table features, which carry the legacy features of
+# writer versions 2 and 4 (invariants, append-only, change data feed) along.
+INBOX_PROTOCOL: dict[str, Any] = {
+    "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"],
+    "writerFeatures": ["domainMetadata", "rowTracking", "invariants", "variantType",
+                       "changeDataFeed", "appendOnly"]}
+LEDGER_PROTOCOL: dict[str, Any] = {"minReaderVersion": 1, "minWriterVersion": 2}
 LEDGER_PROPERTIES = {
     # A receive's MERGE must conflict with a completion record appended into what it read
     # (decision 011): at Delta's default level, WriteSerializable, blind appends never do.

@@ -43,6 +43,7 @@ from pyspark.sql.types import StructType
 
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline, driver
+from sbqueue.store.created import create_here
 from sbqueue.store.documents import is_local, local_path
 
 __all__ = [
@@ -435,8 +436,14 @@ class Table:
         return sorted((int(r[0]), r[1].replace(tzinfo=timezone.utc)) for r in rows)
 
     def create(self, schema: StructType, partition_by: Sequence[str],
-               properties: Mapping[str, str]) -> None:
-        create_table(self.spark, self.path, schema, partition_by, properties)
+               properties: Mapping[str, str], protocol: Mapping[str, Any]) -> None:
+        """Create the empty table unless it exists: on the driver where commits are made
+        here (``store.created``, no Spark statement), else with Spark's ``CREATE TABLE``
+        (which derives the same ``protocol`` from the properties)."""
+        if driver.commits_enabled(self.path):
+            create_here(str(local_path(self.path)), schema, partition_by, properties, protocol)
+        else:
+            create_table(self.spark, self.path, schema, partition_by, properties)
 
     def exists(self) -> bool:
         return is_delta_table(self.spark, self.path)

@@ -49,7 +49,7 @@ from pyspark.sql.types import (
 
 from sbqueue.store import deadline, driver
 
-__all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema"]
+__all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema", "publish"]
 
 _DOMAIN = "delta.rowTracking"
 # Writer features this writer honours: a plain append satisfies each (no NOT NULL column
@@ -93,7 +93,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         high = _high_water_mark(log, version)
         body = _commit(files, version + 1, high, tag, once)
         deadline.check()
-        if _publish(log, version + 1, body):
+        if publish(log, version + 1, body):
             _checkpoint(root, version + 1)  # never raises: the append is committed
             return version + 1
         latest = _latest(log)
@@ -279,7 +279,7 @@ def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
     return "\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n"
 
 
-def _publish(log: Path, version: int, body: str) -> bool:
+def publish(log: Path, version: int, body: str) -> bool:
     """Write commit ``version`` if no one has (put-if-absent by ``link``); False if taken."""
     temp = log / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
     temp.write_text(body, encoding="utf-8")
