@@ -69,7 +69,7 @@ def test_issue20_point5_sixteen_tasks_receive_and_complete_together(
         await admin.create_queue("q", enable_partitioning=True, lock_duration="PT5M")
         async with ServiceBusClient(namespace_root, spark=spark) as client:
             await client.get_queue_sender("q").send_messages(
-                [ServiceBusMessage(f"m{i:02d}") for i in range(32)])
+                [ServiceBusMessage(f"m{i:02d}") for i in range(24)])
             done: list[str] = []
 
             async def worker() -> None:
@@ -81,4 +81,4 @@ def test_issue20_point5_sixteen_tasks_receive_and_complete_together(
             return done
 
     done = asyncio.run(program())
-    assert sorted(done) == [f"m{i:02d}" for i in range(32)]
+    assert sorted(done) == [f"m{i:02d}" for i in range(24)]
