@@ -2,7 +2,7 @@
 
 Why (decision 026): ``CREATE TABLE`` through Spark costs a second or more per table (the
 statement's analysis, a snapshot of the new table, its checksum), and a queue has two
-tables, so ``create_queue`` took 3 s on an idle JVM, most of it these two statements. The
+tables: ``create_queue`` took 1.1 s on an idle JVM with them, 0.22 s without. The
 first commit of an empty table holds no data: a ``commitInfo``, the ``metaData`` (schema,
 partition columns, properties) and the ``protocol``, and Spark's checksum file of that
 state. For a local folder this module writes exactly those, the commit published with
