@@ -38,6 +38,7 @@ def create(spark: Any, root: str, reps: int) -> dict[str, Any]:
         timed("raw_append", lambda: row.write.format("delta").mode("append")
               .save(f"{root}/raw/append"))
         for how in ("driver", "spark"):
+            before = os.environ.get(_SWITCH)
             os.environ[_SWITCH] = "1" if how == "driver" else "0"
             try:
                 timed(f"create_queue_{how}", lambda i=i, how=how: admin.create_queue(
@@ -47,7 +48,10 @@ def create(spark: Any, root: str, reps: int) -> dict[str, Any]:
                 timed(f"create_subscription_{how}", lambda i=i, how=how: admin
                       .create_subscription(f"t-{how}-{i}", "s"))
             finally:
-                os.environ.pop(_SWITCH, None)
+                if before is None:
+                    os.environ.pop(_SWITCH, None)
+                else:
+                    os.environ[_SWITCH] = before
     med = {k: round(median(v), 3) for k, v in times.items()}
     return {"part": "create", "reps": reps, "median_s": med, "jobs": jobs,
             "ratios": {f"{k}/raw_create_table": round(v / med["raw_create_table"], 2)

@@ -23,6 +23,7 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -184,11 +185,12 @@ INBOX_PROPERTIES = {
 # writes them; a driver-made table states them, ``store.created``, decision 026): row
 # tracking and the variant column need table features, which carry the legacy features of
 # writer versions 2 and 4 (invariants, append-only, change data feed) along.
-INBOX_PROTOCOL: dict[str, Any] = {
-    "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"],
-    "writerFeatures": ["domainMetadata", "rowTracking", "invariants", "variantType",
-                       "changeDataFeed", "appendOnly"]}
-LEDGER_PROTOCOL: dict[str, Any] = {"minReaderVersion": 1, "minWriterVersion": 2}
+INBOX_PROTOCOL: Mapping[str, Any] = MappingProxyType({
+    "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ("variantType",),
+    "writerFeatures": ("domainMetadata", "rowTracking", "invariants", "variantType",
+                       "changeDataFeed", "appendOnly")})
+LEDGER_PROTOCOL: Mapping[str, Any] = MappingProxyType({"minReaderVersion": 1,
+                                                       "minWriterVersion": 2})
 LEDGER_PROPERTIES = {
     # A receive's MERGE must conflict with a completion record appended into what it read
     # (decision 011): at Delta's default level, WriteSerializable, blind appends never do.

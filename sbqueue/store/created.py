@@ -2,12 +2,12 @@
 
 Why (decision 026): ``CREATE TABLE`` through Spark costs a second or more per table (the
 statement's analysis, a snapshot of the new table, its checksum), and a queue has two
-tables: ``create_queue`` took 1.1 s on an idle JVM with them, 0.22 s without. The
-first commit of an empty table holds no data: a ``commitInfo``, the ``metaData`` (schema,
-partition columns, properties) and the ``protocol``, and Spark's checksum file of that
-state. For a local folder this module writes exactly those, the commit published with
-``link(2)`` like every commit here (decision 002), so concurrent creators agree on one
-table: the first one's.
+tables: ``create_queue`` took 1.1 s on an idle JVM with them, 0.22 s without. The first
+commit of an empty table holds no data: a ``commitInfo``, the ``metaData`` (schema,
+partition columns, properties) and the ``protocol``; with it, the checksum file of that
+state, from which Spark reads protocol and metadata without reconstructing a snapshot.
+This module writes exactly those into a local folder, each put only where none is
+(``store.logfiles``), so concurrent creators agree on one table: the first one's.
 
 The protocol is the caller's, stated beside the table's properties (``engine.schema``),
 because Delta derives it from them by rules this module does not repeat; an integration
@@ -18,7 +18,7 @@ that derives another protocol fails there, not in a user's table.
 from __future__ import annotations
 
 import json
-import os
+import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -27,10 +27,11 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from sbqueue.store.tracked import publish
+from sbqueue.store.logfiles import publish, put_if_absent
 
-__all__ = ["create_here", "first_commit"]
+__all__ = ["ENGINE", "create_here"]
 
+ENGINE = "sbqueue-driver"  # the commitInfo's engineInfo of commits made here
 _ROW_TRACKING = "delta.enableRowTracking"
 _TXN_RETENTION = "delta.setTransactionRetentionDuration"
 # Row tracking names the columns that would hold materialized row ids and commit versions;
@@ -38,54 +39,79 @@ _TXN_RETENTION = "delta.setTransactionRetentionDuration"
 _MATERIALIZED = {"delta.rowTracking.materializedRowCommitVersionColumnName":
                  "_row-commit-version-col-",
                  "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-"}
-
-
-def first_commit(schema: StructType, partition_by: Sequence[str],
-                 properties: Mapping[str, str], protocol: Mapping[str, Any]) -> str:
-    """The body of version 0 of an empty table (newline-delimited JSON actions)."""
-    now = int(time.time() * 1000)
-    config = dict(properties)
-    if config.get(_ROW_TRACKING) == "true":
-        config.update({key: f"{prefix}{uuid.uuid4()}" for key, prefix in _MATERIALIZED.items()})
-    info = {"timestamp": now, "operation": "CREATE TABLE", "operationParameters": {
-        "partitionBy": json.dumps(list(partition_by), separators=(",", ":")),
-        "clusterBy": "[]", "description": None, "isManaged": "false",
-        "properties": json.dumps(config, separators=(",", ":"))},
-        "isolationLevel": "Serializable", "isBlindAppend": True, "operationMetrics": {},
-        "engineInfo": "sbqueue-driver", "txnId": str(uuid.uuid4())}
-    meta = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-            "schemaString": schema.json(), "partitionColumns": list(partition_by),
-            "configuration": config, "createdTime": now}
-    lines = [{"commitInfo": info}, {"metaData": meta}, {"protocol": dict(protocol)}]
-    return "\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n"
-
-
-def _checksum(body: str) -> str:
-    """Version 0's checksum file: the state of a table without files. Spark reads protocol
-    and metadata from it without reconstructing the snapshot: a view over two new tables
-    was analyzed in 0.49 s with it, 1.37 s without (decision 026)."""
-    actions = {k: v for line in body.splitlines() for k, v in json.loads(line).items()}
-    state: dict[str, Any] = {
-        "txnId": actions["commitInfo"]["txnId"], "tableSizeBytes": 0, "numFiles": 0,
-        "numMetadata": 1, "numProtocol": 1, "setTransactions": [], "domainMetadata": [],
-        "metadata": actions["metaData"], "protocol": actions["protocol"], "allFiles": []}
-    if _TXN_RETENTION in actions["metaData"]["configuration"]:
-        del state["setTransactions"]  # they expire by time, so Spark leaves them out too
-    return json.dumps(state, separators=(",", ":"))
+log = logging.getLogger("sbqueue.store")
 
 
 def create_here(path: str, schema: StructType, partition_by: Sequence[str],
                 properties: Mapping[str, str], protocol: Mapping[str, Any]) -> bool:
     """Create the empty table at local ``path`` unless a table is there; True if this call
     created it, False if another had (its table stands, whatever it was made with)."""
-    log = Path(path) / "_delta_log"
-    log.mkdir(parents=True, exist_ok=True)
-    if any(log.glob("*.json")):
+    log_dir = Path(path) / "_delta_log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if any(log_dir.glob("*.json")):
+        _finish(log_dir)
         return False
-    body = first_commit(schema, partition_by, properties, protocol)
-    if not publish(log, 0, body):
+    actions = _first_actions(schema, partition_by, properties, protocol)
+    if not publish(log_dir, 0, _lines(actions)):
         return False
-    staged = log / f".{0:020d}.crc.{uuid.uuid4().hex}.tmp"  # readers see all of it or none
-    staged.write_text(_checksum(body), encoding="utf-8")
-    os.replace(staged, log / f"{0:020d}.crc")
+    _write_checksum(log_dir, actions)
     return True
+
+
+def _first_actions(schema: StructType, partition_by: Sequence[str],
+                   properties: Mapping[str, str], protocol: Mapping[str, Any]
+                   ) -> list[dict[str, Any]]:
+    """Version 0 of an empty table: commitInfo, metaData, protocol."""
+    now = int(time.time() * 1000)
+    config = dict(properties)
+    if config.get(_ROW_TRACKING, "").lower() == "true":
+        config.update({key: f"{prefix}{uuid.uuid4()}" for key, prefix in _MATERIALIZED.items()})
+    info = {"timestamp": now, "operation": "CREATE TABLE", "operationParameters": {
+        "partitionBy": json.dumps(list(partition_by), separators=(",", ":")),
+        "clusterBy": "[]", "description": None, "isManaged": "false",
+        "properties": json.dumps(config, separators=(",", ":"))},
+        "isolationLevel": "Serializable", "isBlindAppend": True, "operationMetrics": {},
+        "engineInfo": ENGINE, "txnId": str(uuid.uuid4())}
+    meta = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+            "schemaString": schema.json(), "partitionColumns": list(partition_by),
+            "configuration": config, "createdTime": now}
+    return [{"commitInfo": info}, {"metaData": meta}, {"protocol": _plain(protocol)}]
+
+
+def _plain(protocol: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in protocol.items()}
+
+
+def _lines(actions: list[dict[str, Any]]) -> str:
+    return "\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n"
+
+
+def _write_checksum(log_dir: Path, actions: list[dict[str, Any]]) -> None:
+    """Version 0's checksum: a table without files, its metadata and protocol. Optional
+    in Delta, so a failure to write it is logged, not raised (the table stands)."""
+    found = {k: v for action in actions for k, v in action.items()}
+    state: dict[str, Any] = {
+        "txnId": found["commitInfo"]["txnId"], "tableSizeBytes": 0, "numFiles": 0,
+        "numMetadata": 1, "numProtocol": 1, "setTransactions": [], "domainMetadata": [],
+        "metadata": found["metaData"], "protocol": found["protocol"], "allFiles": []}
+    if _TXN_RETENTION in found["metaData"]["configuration"]:
+        del state["setTransactions"]  # they expire by time, so Spark leaves them out too
+    try:
+        put_if_absent(log_dir / f"{0:020d}.crc", json.dumps(state, separators=(",", ":")))
+    except OSError as exc:
+        log.debug("no checksum for %s: %r", log_dir, exc)
+
+
+def _finish(log_dir: Path) -> None:
+    """Write the checksum a creator made here did not live to write (decision 020: the
+    next create finishes what a crash left); a table made elsewhere is left as it is."""
+    first = log_dir / f"{0:020d}.json"
+    if (log_dir / f"{0:020d}.crc").exists() or not first.exists():
+        return
+    try:
+        actions = [json.loads(line) for line in first.read_text("utf-8").splitlines() if line]
+    except (OSError, ValueError):
+        return
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    if info.get("engineInfo") == ENGINE:
+        _write_checksum(log_dir, actions)

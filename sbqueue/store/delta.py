@@ -141,6 +141,15 @@ def create_table(
             raise
 
 
+_DEFAULTS = "spark.databricks.delta.properties.defaults."
+
+
+def _table_defaults(spark: SparkSession) -> bool:
+    """Whether the session sets default properties for new Delta tables: Spark's create
+    applies them (and may derive another protocol), so only Spark creates then."""
+    return any(key.startswith(_DEFAULTS) for key in spark.conf.getAll)
+
+
 def _made_by_another(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
     """Whether a create that failed lost to another creator of the same table (one that
     finishes a killed create, decision 020): its folder is there and its log appears
@@ -438,9 +447,10 @@ class Table:
     def create(self, schema: StructType, partition_by: Sequence[str],
                properties: Mapping[str, str], protocol: Mapping[str, Any]) -> None:
         """Create the empty table unless it exists: on the driver where commits are made
-        here (``store.created``, no Spark statement), else with Spark's ``CREATE TABLE``
-        (which derives the same ``protocol`` from the properties)."""
-        if driver.commits_enabled(self.path):
+        here and the session sets no table defaults (``store.created``, no Spark
+        statement), else with Spark's ``CREATE TABLE`` (which derives the same
+        ``protocol`` from the properties)."""
+        if driver.commits_enabled(self.path) and not _table_defaults(self.spark):
             create_here(str(local_path(self.path)), schema, partition_by, properties, protocol)
         else:
             create_table(self.spark, self.path, schema, partition_by, properties)

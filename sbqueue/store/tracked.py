@@ -23,7 +23,6 @@ Spark, which is always correct.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -48,8 +47,9 @@ from pyspark.sql.types import (
 )
 
 from sbqueue.store import deadline, driver
+from sbqueue.store.logfiles import publish
 
-__all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema", "publish"]
+__all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema"]
 
 _DOMAIN = "delta.rowTracking"
 # Writer features this writer honours: a plain append satisfies each (no NOT NULL column
@@ -277,17 +277,3 @@ def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
         {"rowIdHighWaterMark": high, "domainName": _DOMAIN}, separators=(",", ":")),
         "removed": False}})
     return "\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n"
-
-
-def publish(log: Path, version: int, body: str) -> bool:
-    """Write commit ``version`` if no one has (put-if-absent by ``link``); False if taken."""
-    temp = log / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
-    temp.write_text(body, encoding="utf-8")
-    try:
-        os.link(temp, log / f"{version:020d}.json")
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            temp.unlink(missing_ok=True)
