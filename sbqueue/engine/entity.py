@@ -54,6 +54,7 @@ from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.numbers import send_numbers
 from sbqueue.engine.partitions import board_for
+from sbqueue.engine.peek_here import peek_here
 from sbqueue.engine.quota import Quota
 from sbqueue.engine.reads import (
     count_messages,
@@ -791,7 +792,14 @@ class Entity:
     def peek_rows(self, max_messages: int = 1000, from_sequence: int | None = None,
                   after: tuple[datetime, int] | None = None,
                   session_id: str | None = None) -> list[Row]:
-        """``peek_dataframe`` collected (the client's peek)."""
+        """``peek_dataframe`` collected (the client's peek): read on the driver where it
+        can be (``engine.peek_here``, no Spark job), else through the view."""
+        if self.dedupe is None:  # the view drops duplicates: Spark decides which
+            here = peek_here(self.inbox, self.ledger, self.partitions, self.target, utcnow(),
+                             self.sub_queue.view_name, max_messages, from_sequence, after,
+                             session_id)
+            if here is not None:
+                return here
         return self.peek_dataframe(max_messages, from_sequence, after, session_id).collect()
 
     def counts(self) -> dict[str, int]:
