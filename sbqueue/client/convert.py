@@ -34,6 +34,7 @@ from sbqueue.client.message import (
     ServiceBusMessage,
     ServiceBusReceivedMessage,
 )
+from sbqueue.core.clock import as_utc
 from sbqueue.core.sizes import STRING_PROPERTIES
 from sbqueue.store.variant import encode_object, restore, type_note
 
@@ -51,10 +52,7 @@ _SCHEMA = StructType([
 def utc(value: datetime | None) -> datetime | None:
     """Aware UTC. A naive datetime given by a caller is taken as UTC (the ``_utc`` names
     say so); PySpark returns naive local times, which ``to_received`` converts."""
-    if value is None:
-        return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(
-        timezone.utc)
+    return None if value is None else as_utc(value)
 
 
 def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:

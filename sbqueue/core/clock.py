@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["advance", "offset", "reset", "utcnow"]
+__all__ = ["advance", "as_utc", "offset", "reset", "utcnow"]
 
 _lock = threading.Lock()
 _offset = timedelta(0)
@@ -22,6 +22,13 @@ _offset = timedelta(0)
 def utcnow() -> datetime:
     """The engine's now: the wall clock in UTC plus however far the clock was moved."""
     return datetime.now(timezone.utc) + _offset
+
+
+def as_utc(at: datetime) -> datetime:
+    """Aware UTC. A naive time is taken as UTC: every time the engine keeps is UTC, and a
+    caller's naive ``*_utc`` value says so (PySpark's naive local times are converted
+    where they are collected)."""
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
 
 
 def advance(by: timedelta | float) -> datetime:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from sbqueue.core.clock import utcnow
+from sbqueue.core.clock import as_utc, utcnow
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.expr import Expr
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
@@ -794,6 +794,8 @@ class Entity:
                   session_id: str | None = None) -> list[Row]:
         """``peek_dataframe`` collected (the client's peek): read on the driver where it
         can be (``engine.peek_here``, no Spark job), else through the view."""
+        if after is not None:  # a naive time is UTC on both paths (Spark would read local)
+            after = (as_utc(after[0]), after[1])
         if self.dedupe is None:  # the view drops duplicates: Spark decides which
             here = peek_here(self.inbox, self.ledger, self.partitions, self.target, utcnow(),
                              self.sub_queue.view_name, max_messages, from_sequence, after,

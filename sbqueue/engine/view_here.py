@@ -43,12 +43,15 @@ from sbqueue.engine.schema import (
 from sbqueue.engine.tally import ahead, completed, locator, records_of, view_name
 from sbqueue.store.driver import ROW_LIMIT
 
-__all__ = ["VIEW_SCHEMA", "view_rows_here"]
+__all__ = ["LOCATOR", "VIEW_SCHEMA", "view_rows_here", "with_payloads"]
 
 Row = dict[str, Any]
 _FIELDS = [f.name for f in MESSAGE_FIELDS]
 _LOCATOR = ["partition_id", "segment", "send_id", "batch_index"]
 _INBOX = [*_LOCATOR, *_FIELDS, "targets"]
+_PAYLOAD = ["body", "application_properties"]  # the wide columns a narrow read leaves out
+_NARROW = [c for c in _INBOX if c not in _PAYLOAD]
+LOCATOR = "_locator"  # a narrow row's key: its inbox row's (partition, segment, send, index)
 _UNHELD = {"delivery_count": 0, "lock_token": None, "locked_until_utc": None,
            "dead_letter_reason": None, "dead_letter_error_description": None,
            "dead_letter_source": None}
@@ -62,15 +65,19 @@ VIEW_SCHEMA = StructType([
 
 
 def view_rows_here(inbox: Inbox, ledger: Ledger, partitions: Sequence[int],
-                   target: str | None, now: datetime) -> list[Row] | None:
+                   target: str | None, now: datetime, narrow: bool = False
+                   ) -> list[Row] | None:
     """The view's rows of ``partitions`` (``reads.MESSAGE_VIEW_COLUMNS``); None where the
-    caller must ask Spark (see the module's docstring)."""
+    caller must ask Spark (see the module's docstring). ``narrow``: without bodies and
+    application properties (None), each row with its inbox row's ``LOCATOR`` instead, for
+    a caller that keeps a few rows and reads only theirs (``with_payloads``)."""
     rows = ledger.scan_here({"partition_id": list(partitions)}, None, lambda r: True)
     if rows is None or any(r["row_type"] == WINDOW for r in rows):
         return None
     messages = [r for r in rows if r["row_type"] == "m"]
-    bodies = _bodies(inbox, messages)
-    pending = _numbered(inbox, rows, partitions, target)
+    columns = _NARROW if narrow else _INBOX
+    bodies = _bodies(inbox, messages, columns)
+    pending = _numbered(inbox, rows, partitions, target, columns)
     if bodies is None or pending is None:
         return None
     records = records_of(rows)
@@ -81,25 +88,44 @@ def view_rows_here(inbox: Inbox, ledger: Ledger, partitions: Sequence[int],
     return out
 
 
-def _bodies(inbox: Inbox, messages: list[Row]) -> dict[tuple[int, int, str, int], Row] | None:
+def with_payloads(inbox: Inbox, rows: list[Row]) -> list[Row] | None:
+    """``narrow`` view rows with their bodies and application properties read (only
+    theirs); None where they cannot be read here."""
+    wanted = {r[LOCATOR] for r in rows}
+    if not wanted:
+        return []
+    found = inbox.scan_here({"partition_id": sorted({k[0] for k in wanted}),
+                             "segment": sorted({k[1] for k in wanted})},
+                            [*_LOCATOR, *_PAYLOAD], lambda r: locator(r) in wanted)
+    if found is None:
+        return None
+    payloads = {locator(r): r for r in found}
+    if not wanted <= payloads.keys():
+        return None  # gone meanwhile (a maintenance pass): the view decides
+    return [{k: v for k, v in r.items() if k != LOCATOR}
+            | {f: payloads[r[LOCATOR]][f] for f in _PAYLOAD} for r in rows]
+
+
+def _bodies(inbox: Inbox, messages: list[Row], columns: list[str]
+            ) -> dict[tuple[int, int, str, int], Row] | None:
     if not messages:
         return {}
     wanted = {locator(r) for r in messages}
     found = inbox.scan_here({"partition_id": sorted({k[0] for k in wanted}),
                              "segment": sorted({k[1] for k in wanted})},
-                            _INBOX, lambda r: locator(r) in wanted)
+                            columns, lambda r: locator(r) in wanted)
     return None if found is None else {locator(r): r for r in found}
 
 
-def _numbered(inbox: Inbox, rows: list[Row], partitions: Sequence[int], target: str | None
-              ) -> list[Row] | None:
+def _numbered(inbox: Inbox, rows: list[Row], partitions: Sequence[int], target: str | None,
+              columns: list[str]) -> list[Row] | None:
     """The inbox rows after the cursors that are messages, each with its number."""
     cursors = cursors_of(rows, partitions)
     counters = {c.partition: c.counter for c in cursors}
     committed = frozenset(str(r["send_id"]) for r in rows if r["row_type"] == "t")
     after = is_after(cursors)
     start = min(c.version for c in cursors)
-    found = inbox.appended_here(start - 1, inbox.version(), _INBOX,
+    found = inbox.appended_here(start - 1, inbox.version(), columns,
                                 lambda r: owns(target, r["targets"]) and after(r),
                                 ("_commit_version", "batch_index"), ROW_LIMIT)
     if found is None or len(found) >= ROW_LIMIT:
@@ -117,9 +143,12 @@ def _numbered(inbox: Inbox, rows: list[Row], partitions: Sequence[int], target: 
 
 def _shown(message: Mapping[str, Any], sequence_number: int, state: str, sub_queue: str,
            held: Mapping[str, Any]) -> Row:
-    return {"sequence_number": sequence_number, "partition_id": int(message["partition_id"]),
-            **{f: message.get(f) for f in _FIELDS}, "state": state, "sub_queue": sub_queue,
-            **{f: held.get(f) for f in _STATE}}
+    shown = {"sequence_number": sequence_number, "partition_id": int(message["partition_id"]),
+             **{f: message.get(f) for f in _FIELDS}, "state": state, "sub_queue": sub_queue,
+             **{f: held.get(f) for f in _STATE}}
+    if "body" not in message:  # a narrow read: where the payload is, for ``with_payloads``
+        shown[LOCATOR] = locator(message)
+    return shown
 
 
 def _stored(row: Row, bodies: Mapping[tuple[int, int, str, int], Row],

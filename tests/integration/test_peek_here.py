@@ -60,3 +60,20 @@ def test_s9_a_peek_on_the_driver_is_the_views_peek(spark, admin, namespace_root,
         assert [m.sequence_number for m in shown] == [r["sequence_number"] for r in peeked]
         assert all(m.application_properties == {"i": int(str(m)[1:])}
                    for m in shown if str(m) != "later")  # typed as the Spark path types
+
+
+def test_s8_5_a_subscriptions_peek_on_the_driver_is_the_views(spark, admin, namespace_root,
+                                                               spark_jobs) -> None:
+    admin.create_topic("t")
+    admin.create_subscription("t", "s")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        sender = client.get_topic_sender("t")
+        sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(3)])
+        sender.schedule_messages(ServiceBusMessage("later"), utcnow() + timedelta(hours=1))
+        entity = admin.namespace.entity("t/Subscriptions/s")
+
+        _, jobs = spark_jobs(lambda: entity.peek_rows(10))
+        peeked = _same(spark, entity, max_messages=10)
+
+        assert jobs == 0
+        assert sorted(bytes(r["body"]) for r in peeked) == [b"m0", b"m1", b"m2"]  # S8.5

@@ -39,7 +39,7 @@ def test_s9_1_at_most_the_count_asked() -> None:
 def test_s9_1_a_continued_peek_starts_strictly_after_the_last_one() -> None:
     after = (T0 + timedelta(seconds=5), sequence_of(0, 1))
     assert _seqs(peeked(ROWS, "Main", 10, after=after)) == [(1, 2)]
-    naive = (after[0].replace(tzinfo=None), after[1])  # read as UTC, as Spark reads it
+    naive = (after[0].replace(tzinfo=None), after[1])  # a naive time is UTC (core.clock)
     assert _seqs(peeked(ROWS, "Main", 10, after=naive)) == [(1, 2)]
 
 
