@@ -33,9 +33,10 @@ log = logging.getLogger("sbqueue.engine")
 class Inbox(Table):
     """An entity's inbox table (by path), with the reads and writes the engine makes."""
 
-    def create_empty(self) -> None:
+    def create_empty(self, here: bool | None = None) -> None:
+        """Create the table (``Table.create``: ``here`` where the caller knows)."""
         self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES,
-                    INBOX_PROTOCOL)
+                    INBOX_PROTOCOL, here)
 
     def append_small(self, rows: list[dict[str, Any]], tag: str) -> int | None:
         """Append prepared rows in one commit made on the driver (``store.tracked``, no

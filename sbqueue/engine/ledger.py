@@ -47,12 +47,12 @@ def _numbers(values: Iterable[int]) -> str:
 class Ledger(Table):
     """An entity's ledger table (by path), with the reads and writes the engine makes."""
 
-    def create_empty(self) -> None:
+    def create_empty(self, here: bool | None = None) -> None:
         """Create the table, without cursor rows: a partition without a p row has passed
         nothing yet (``engine.receive.with_unstored``); its first cursor move inserts it.
         One commit, no data file (decision 011)."""
         self.create(LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES,
-                    LEDGER_PROTOCOL)
+                    LEDGER_PROTOCOL, here)
 
     def messages(self, where: Column | None = None, version: int | None = None) -> DataFrame:
         """The message (``m``) rows."""

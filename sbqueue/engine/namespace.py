@@ -32,6 +32,7 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
+from sbqueue.store.delta import creates_here
 from sbqueue.store.documents import is_local, local_path, open_document_store
 
 if TYPE_CHECKING:
@@ -220,10 +221,11 @@ class Namespace:
     def _make_tables(self, kind: str, entity_id: str) -> None:
         """Create the entity's tables unless they exist (so finishing is idempotent)."""
         tables = _TABLES[kind]
+        here = creates_here(self.spark, self.catalog.data_path(entity_id, tables[0]))
         if "inbox" in tables:
-            Inbox(self.spark, self.catalog.data_path(entity_id, "inbox")).create_empty()
+            Inbox(self.spark, self.catalog.data_path(entity_id, "inbox")).create_empty(here)
         if "ledger" in tables:
-            Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")).create_empty()
+            Ledger(self.spark, self.catalog.data_path(entity_id, "ledger")).create_empty(here)
 
     def settle(self, kind: str, name: str, topic: str | None = None) -> None:
         """Finish what a crashed (or concurrent) create or delete of this name left: make a

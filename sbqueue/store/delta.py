@@ -60,6 +60,7 @@ __all__ = [
     "commit_version",
     "conflicts_retried",
     "create_table",
+    "creates_here",
     "earliest_version",
     "guarded_merge",
     "is_delta_table",
@@ -144,10 +145,13 @@ def create_table(
 _DEFAULTS = "spark.databricks.delta.properties.defaults."
 
 
-def _table_defaults(spark: SparkSession) -> bool:
-    """Whether the session sets default properties for new Delta tables: Spark's create
-    applies them (and may derive another protocol), so only Spark creates then."""
-    return any(key.startswith(_DEFAULTS) for key in spark.conf.getAll)
+def creates_here(spark: SparkSession, path: str) -> bool:
+    """Whether a new table at ``path`` is made on the driver: where commits are made here
+    and the session sets no default properties for new Delta tables (Spark's create
+    applies them, and may derive another protocol). Reading the session's settings is a
+    round trip per setting (70-90 ms), so an entity's create asks once for its tables."""
+    return driver.commits_enabled(path) and not any(
+        key.startswith(_DEFAULTS) for key in spark.conf.getAll)
 
 
 def _made_by_another(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
@@ -445,12 +449,13 @@ class Table:
         return sorted((int(r[0]), r[1].replace(tzinfo=timezone.utc)) for r in rows)
 
     def create(self, schema: StructType, partition_by: Sequence[str],
-               properties: Mapping[str, str], protocol: Mapping[str, Any]) -> None:
-        """Create the empty table unless it exists: on the driver where commits are made
-        here and the session sets no table defaults (``store.created``, no Spark
-        statement), else with Spark's ``CREATE TABLE`` (which derives the same
-        ``protocol`` from the properties)."""
-        if driver.commits_enabled(self.path) and not _table_defaults(self.spark):
+               properties: Mapping[str, str], protocol: Mapping[str, Any],
+               here: bool | None = None) -> None:
+        """Create the empty table unless it exists: on the driver where ``creates_here``
+        (``store.created``, no Spark statement; ``here`` is its answer where the caller
+        asked it already, for all of an entity's tables), else with Spark's
+        ``CREATE TABLE`` (which derives the same ``protocol`` from the properties)."""
+        if creates_here(self.spark, self.path) if here is None else here:
             create_here(str(local_path(self.path)), schema, partition_by, properties, protocol)
         else:
             create_table(self.spark, self.path, schema, partition_by, properties)
