@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from typing import Any
 
-from common import measured, median, run_parts
+from common import Timings, run_parts
 
 _SWITCH = "SBQUEUE_DRIVER_COMMITS"
 
@@ -22,14 +21,9 @@ def create(spark: Any, root: str, reps: int) -> dict[str, Any]:
     from sbqueue.management import ServiceBusAdministrationClient
 
     admin = ServiceBusAdministrationClient(f"{root}/ns", spark=spark)
-    times: dict[str, list[float]] = {}
-    jobs: dict[str, int] = {}
+    record = Timings(spark)
+    timed = record.timed
     row = spark.range(1).selectExpr("id", "'x' AS body")
-
-    def timed(name: str, fn: Callable[[], Any]) -> None:
-        _, seconds, n = measured(spark, fn)
-        times.setdefault(name, []).append(seconds)
-        jobs[name] = n
 
     admin.create_queue("warm-up")  # the first create pays the JVM's warm-up
     for i in range(reps):
@@ -52,7 +46,7 @@ def create(spark: Any, root: str, reps: int) -> dict[str, Any]:
                     os.environ.pop(_SWITCH, None)
                 else:
                     os.environ[_SWITCH] = before
-    med = {k: round(median(v), 3) for k, v in times.items()}
+    med, jobs = record.medians(), record.jobs
     return {"part": "create", "reps": reps, "median_s": med, "jobs": jobs,
             "ratios": {f"{k}/raw_create_table": round(v / med["raw_create_table"], 2)
                        for k, v in med.items() if k.startswith("create_")}}

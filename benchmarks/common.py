@@ -34,6 +34,24 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+class Timings:
+    """Seconds and Spark jobs of named operations, measured round by round (interleaved),
+    reported as medians: the record every side-by-side benchmark keeps."""
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.times: dict[str, list[float]] = {}
+        self.jobs: dict[str, int] = {}
+
+    def timed(self, name: str, fn: Callable[[], Any]) -> None:
+        _, seconds, n = measured(self.spark, fn)
+        self.times.setdefault(name, []).append(seconds)
+        self.jobs[name] = n
+
+    def medians(self) -> dict[str, float]:
+        return {k: round(median(v), 3) for k, v in self.times.items()}
+
+
 def run_parts(app_name: str, parts: str, runners: Mapping[str, Callable[[Any, str], dict[str, Any]]]
               ) -> None:
     """Run the named parts in order, each in a folder of one temporary root, and print one

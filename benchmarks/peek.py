@@ -9,10 +9,9 @@ ratios to the raw read.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-from common import measured, median, run_parts
+from common import Timings, run_parts
 
 
 def peek(spark: Any, root: str, reps: int, messages: int) -> dict[str, Any]:
@@ -23,14 +22,9 @@ def peek(spark: Any, root: str, reps: int, messages: int) -> dict[str, Any]:
     admin.create_queue("q", enable_partitioning=True)
     entity = admin.namespace.entity("q")
     inbox = entity.inbox.path
-    times: dict[str, list[float]] = {}
-    jobs: dict[str, int] = {}
+    record = Timings(spark)
+    timed = record.timed
     row = spark.range(1).selectExpr("id", "'x' AS body")
-
-    def timed(name: str, fn: Callable[[], Any]) -> None:
-        _, seconds, n = measured(spark, fn)
-        times.setdefault(name, []).append(seconds)
-        jobs[name] = n
 
     with ServiceBusClient(f"{root}/ns", spark=spark) as client:
         client.get_queue_sender("q").send_messages(
@@ -45,7 +39,7 @@ def peek(spark: Any, root: str, reps: int, messages: int) -> dict[str, Any]:
             timed("peek_10_driver", lambda: client.get_queue_receiver("q").peek_messages(10))
             # what the client's peek ran before: the view's rows sorted and cut in Spark
             timed("peek_10_view", lambda: entity.peek_dataframe(10).collect())
-    med = {k: round(median(v), 3) for k, v in times.items()}
+    med, jobs = record.medians(), record.jobs
     return {"part": "peek", "reps": reps, "messages": messages, "median_s": med, "jobs": jobs,
             "ratios": {f"{k}/raw_read_10": round(v / med["raw_read_10"], 2)
                        for k, v in med.items() if k.startswith("peek_")}}
