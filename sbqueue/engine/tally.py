@@ -40,7 +40,7 @@ from sbqueue.engine.schema import (
 from sbqueue.store.driver import ROW_LIMIT
 
 __all__ = ["Held", "ahead", "completed", "held_here", "locator", "per_partition", "records_of",
-           "tally", "view_name"]
+           "rows_at", "tally", "view_name"]
 
 Held = tuple[int, str, str, int]
 """(partition, view ``sub_queue``, view ``state``, size in bytes) of one message."""
@@ -124,16 +124,23 @@ def locator(row: Mapping[str, Any]) -> tuple[int, int, str, int]:
             int(row["batch_index"]))
 
 
+def rows_at(inbox: Inbox, wanted: set[tuple[int, int, str, int]], columns: list[str]
+            ) -> dict[tuple[int, int, str, int], dict[str, Any]] | None:
+    """The inbox rows at these locators (``columns``, which must hold the locator's), by
+    locator, read on the driver (only their partitions and segments); None where they
+    cannot be read here."""
+    if not wanted:
+        return {}
+    where = {"partition_id": sorted({k[0] for k in wanted}),
+             "segment": sorted({k[1] for k in wanted})}
+    found = inbox.scan_here(where, columns, lambda r: locator(r) in wanted)
+    return None if found is None else {locator(r): r for r in found}
+
+
 def _bodies(inbox: Inbox, messages: list[dict[str, Any]]
             ) -> dict[tuple[int, int, str, int], dict[str, Any]] | None:
     """The inbox rows of the ledger's messages (their size and schedule), by locator."""
-    if not messages:
-        return {}
-    wanted = {locator(r) for r in messages}
-    where = {"partition_id": sorted({k[0] for k in wanted}),
-             "segment": sorted({k[1] for k in wanted})}
-    found = inbox.scan_here(where, _INBOX, lambda r: locator(r) in wanted)
-    return None if found is None else {locator(r): r for r in found}
+    return rows_at(inbox, {locator(r) for r in messages}, _INBOX)
 
 
 def _pending(inbox: Inbox, rows: list[dict[str, Any]], partitions: int, target: str | None

@@ -40,7 +40,7 @@ from sbqueue.engine.schema import (
     dead_letter_mark,
     owns,
 )
-from sbqueue.engine.tally import ahead, completed, locator, records_of, view_name
+from sbqueue.engine.tally import ahead, completed, locator, records_of, rows_at, view_name
 from sbqueue.store.driver import ROW_LIMIT
 
 __all__ = ["LOCATOR", "VIEW_SCHEMA", "view_rows_here", "with_payloads"]
@@ -76,7 +76,7 @@ def view_rows_here(inbox: Inbox, ledger: Ledger, partitions: Sequence[int],
         return None
     messages = [r for r in rows if r["row_type"] == "m"]
     columns = _NARROW if narrow else _INBOX
-    bodies = _bodies(inbox, messages, columns)
+    bodies = rows_at(inbox, {locator(r) for r in messages}, columns)
     pending = _numbered(inbox, rows, partitions, target, columns)
     if bodies is None or pending is None:
         return None
@@ -92,29 +92,11 @@ def with_payloads(inbox: Inbox, rows: list[Row]) -> list[Row] | None:
     """``narrow`` view rows with their bodies and application properties read (only
     theirs); None where they cannot be read here."""
     wanted = {r[LOCATOR] for r in rows}
-    if not wanted:
-        return []
-    found = inbox.scan_here({"partition_id": sorted({k[0] for k in wanted}),
-                             "segment": sorted({k[1] for k in wanted})},
-                            [*_LOCATOR, *_PAYLOAD], lambda r: locator(r) in wanted)
-    if found is None:
-        return None
-    payloads = {locator(r): r for r in found}
-    if not wanted <= payloads.keys():
+    payloads = rows_at(inbox, wanted, [*_LOCATOR, *_PAYLOAD])
+    if payloads is None or not wanted <= payloads.keys():
         return None  # gone meanwhile (a maintenance pass): the view decides
     return [{k: v for k, v in r.items() if k != LOCATOR}
             | {f: payloads[r[LOCATOR]][f] for f in _PAYLOAD} for r in rows]
-
-
-def _bodies(inbox: Inbox, messages: list[Row], columns: list[str]
-            ) -> dict[tuple[int, int, str, int], Row] | None:
-    if not messages:
-        return {}
-    wanted = {locator(r) for r in messages}
-    found = inbox.scan_here({"partition_id": sorted({k[0] for k in wanted}),
-                             "segment": sorted({k[1] for k in wanted})},
-                            columns, lambda r: locator(r) in wanted)
-    return None if found is None else {locator(r): r for r in found}
 
 
 def _numbered(inbox: Inbox, rows: list[Row], partitions: Sequence[int], target: str | None,
