@@ -22,7 +22,10 @@ T = TypeVar("T")
 # cores. The test process's own JVM runs the whole session and keeps C2. Every JVM maps
 # the class archive of ``jvm_archive`` when there is one (decision 013).
 C1_ONLY = "-XX:TieredStopAtLevel=1"
-_CHILD_OPTS_SET = "SPARK_SUBMIT_OPTS" not in os.environ
+# Set where this file chose the options, so that the workers of ``-n 2`` (which inherit
+# the environment) still tell them from a caller's own.
+_OURS = "SBQUEUE_TESTS_CHOSE_JVM_OPTIONS"
+_CHILD_OPTS_SET = "SPARK_SUBMIT_OPTS" not in os.environ or _OURS in os.environ
 _archive_options = ""
 
 
@@ -31,6 +34,7 @@ def _child_options() -> str:
 
 
 if _CHILD_OPTS_SET:
+    os.environ[_OURS] = "1"
     os.environ["SPARK_SUBMIT_OPTS"] = _child_options()
 
 
@@ -56,11 +60,29 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--full") or config.getoption("-m"):
+        # The slow tests first, the longest first among them: two workers (``-n 2``) then
+        # share the long ones and end together on the short ones.
+        items.sort(key=_start_order)
         return  # the full suite, or the caller chose by marker
     slow = [item for item in items if item.get_closest_marker("slow")]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+# Files of the slow tests that run a minute or more, longest first (decision 013).
+LONGEST = ("test_soak_run", "test_stream_kill", "test_catalog_stores", "test_wheel",
+           "test_notebooks", "test_connect", "test_maintenance_days", "test_stream_sink",
+           "test_jobs", "test_cluster", "test_demo", "test_multiprocess")
+
+
+def _start_order(item: pytest.Item) -> tuple[int, int]:
+    """Slow before fast; among the slow, the files of LONGEST in its order (a stable sort
+    keeps each file's tests in their written order)."""
+    if not item.get_closest_marker("slow"):
+        return (2, 0)
+    stem = item.path.stem
+    return (0, LONGEST.index(stem)) if stem in LONGEST else (1, 0)
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,30 @@ class Ledger(Table):
         """The cursor (``p``) rows stored: one per partition a cursor has moved in."""
         return self.rows(F.col("row_type") == "p")
 
+    def places(self, kinds: Sequence[str], partitions: int) -> list[tuple[int, int, int]]:
+        """(partition, cursor version, cursor index) of the rows of ``kinds`` (cursors,
+        forwarding windows) in ``partitions`` partitions: read on the driver where it can
+        be, else with Spark."""
+        wanted = ["partition_id", "cursor_version", "cursor_index"]
+        found = self.scan_here({"partition_id": list(range(partitions))},
+                               [*wanted, "row_type"], lambda r: r["row_type"] in kinds)
+        if found is None:
+            found = [r.asDict() for r in self.rows(F.col("row_type").isin(list(kinds)))
+                     .select(*wanted).collect()]
+        return [(int(r["partition_id"]), int(r["cursor_version"]), int(r["cursor_index"]))
+                for r in found]
+
+    def segments_held(self, partitions: int) -> set[tuple[int, int]]:
+        """(partition, inbox segment) of every message row pointing into a segment (the
+        message's body is still read there): on the driver where it can be, else Spark."""
+        found = self.scan_here({"partition_id": list(range(partitions))},
+                               ["partition_id", "segment", "row_type"],
+                               lambda r: r["row_type"] == "m" and r["segment"] is not None)
+        if found is None:
+            found = [r.asDict() for r in self.messages(F.col("segment").isNotNull())
+                     .select("partition_id", "segment").distinct().collect()]
+        return {(int(r["partition_id"]), int(r["segment"])) for r in found}
+
     def counters(self) -> dict[int, int]:
         """Each partition's last counter handed out by its cursor (none yet: absent)."""
         rows = self.cursors().select("partition_id", "last_counter").collect()

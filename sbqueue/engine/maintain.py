@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
@@ -49,6 +49,7 @@ from sbqueue.engine.receive_small import receive
 from sbqueue.engine.schema import SEGMENT_SECONDS, WINDOW
 from sbqueue.engine.storage_guard import storage_failure
 from sbqueue.exceptions import InvalidOperationError
+from sbqueue.store import driver
 from sbqueue.store.delta import Table, retry_conflicts
 
 if TYPE_CHECKING:
@@ -82,23 +83,26 @@ class MaintenanceReport:
 
 @contextlib.contextmanager
 def _marked(spark: SparkSession) -> Iterator[None]:
-    """Tag the commits made inside as maintenance's (so they are not an entity's use)."""
+    """Tag the commits made inside as maintenance's (so they are not an entity's use):
+    Spark's by its session setting, the driver's (a cursor moved by a driver receive) by
+    ``driver.marked``."""
     key = "spark.databricks.delta.commitInfo.userMetadata"
     spark.conf.set(key, MARK)
     try:
-        yield
+        with driver.marked(MARK):
+            yield
     finally:
         spark.conf.unset(key)
 
 
 def last_use(tables: list[Inbox | Ledger]) -> datetime | None:
-    """The newest commit to these tables that maintenance did not make (S16.3)."""
+    """The newest commit to these tables that maintenance did not make (S16.3), read
+    from the log on the driver where the tables are local."""
     found: list[datetime] = []
     for table in tables:
-        for row in table.history(200).select(
-                "timestamp", "operation", "userMetadata").collect():
-            if row[1] not in MAINTENANCE_OPERATIONS and row[2] != MARK:
-                found.append(row[0].astimezone(timezone.utc))
+        for _, at, operation, metadata in table.recent_commits(200):
+            if operation not in MAINTENANCE_OPERATIONS and metadata != MARK:
+                found.append(at)
                 break
     return max(found) if found else None
 
@@ -233,9 +237,7 @@ class Maintainer:
         cursors = self._cursors(ledgers, partitions)
         referenced: set[tuple[int, int]] = set()
         for ledger in ledgers:
-            referenced |= {(int(r[0]), int(r[1])) for r in ledger.messages(
-                F.col("segment").isNotNull()).select("partition_id", "segment")
-                .distinct().collect()}
+            referenced |= ledger.segments_held(partitions)
         keep = dedupe if dedupe is not None and not is_never(dedupe) else timedelta(0)
         plan = plan_segments(segments, cursors, referenced, self.now, keep, SEGMENT_SECONDS)
         for partition, segs in sorted(plan.drop.items()):
@@ -257,10 +259,9 @@ class Maintainer:
             # A forwarding window's w row holds where it starts as a cursor: its rows are
             # still to be written (decision 017).
             stored: dict[int, tuple[int, int]] = {}
-            for r in ledger.rows(F.col("row_type").isin("p", WINDOW)).select(
-                    "partition_id", "cursor_version", "cursor_index").collect():
-                place = (int(r[1]), int(r[2]))
-                stored[int(r[0])] = min(stored.get(int(r[0]), place), place)
+            for partition, version, index in ledger.places(("p", WINDOW), partitions):
+                stored[partition] = min(stored.get(partition, (version, index)),
+                                        (version, index))
             for partition in range(partitions):
                 first = first_cursor(partition)
                 here = stored.get(partition, (first.version, first.position))
@@ -269,9 +270,8 @@ class Maintainer:
 
     def _compact_ledger(self, ledger: Ledger) -> int:
         """OPTIMIZE each ledger partition holding more than LEDGER_FILES files."""
-        counts = (ledger.rows().select("partition_id", "_metadata.file_path").distinct()
-                  .groupBy("partition_id").count().collect())
-        busy = sorted(int(r[0]) for r in counts if int(r[1]) > LEDGER_FILES)
+        counts = ledger.files_by_partition(["partition_id"])
+        busy = sorted(int(key[0]) for key, files in counts.items() if files > LEDGER_FILES)
         for partition in busy:
             _compact(ledger, f"partition_id = {partition}")
         return len(busy)
@@ -282,16 +282,14 @@ class Maintainer:
         still within the log, reads it through the change feed and needs those files:
         then the inbox waits (a reader behind the log reads the snapshot instead)."""
         horizon = utcnow() - timedelta(hours=self.vacuum_hours)
-        removing = inbox.history().where(
-            F.col("operation").isin("DELETE", "OPTIMIZE")
-            & (F.col("timestamp") < F.lit(horizon).cast("timestamp"))).agg(
-            F.max("version")).first()
-        if removing is None or removing[0] is None:
+        removing = max((version for version, at, operation, _ in inbox.recent_commits()
+                        if operation in ("DELETE", "OPTIMIZE") and at < horizon),
+                       default=None)
+        if removing is None:
             return True
         earliest = inbox.earliest_version()
         cursors = self._cursors(ledgers, partitions) or {}
-        return not any(earliest <= version <= int(removing[0])
-                       for version, _ in cursors.values())
+        return not any(earliest <= version <= removing for version, _ in cursors.values())
 
     def _vacuum(self, tables: list[Inbox | Ledger]) -> int:
         if not self.vacuum:

@@ -568,6 +568,27 @@ class Table:
         row = self.history(1).select("timestamp").first()
         return None if row is None or row[0] is None else row[0].astimezone(timezone.utc)
 
+    def recent_commits(self, limit: int | None = None) -> list[driver.Commit]:
+        """The newest ``limit`` commits (None: all the log holds), newest first, as
+        (version, time in UTC, operation, user metadata): from the log on the driver where
+        the table is local, else ``DESCRIBE HISTORY``."""
+        here = driver.history(self.path, limit)
+        if here is not None:
+            return here
+        rows = self.history(limit).select(
+            "version", "timestamp", "operation", "userMetadata").collect()
+        return [(int(r[0]), r[1].astimezone(timezone.utc), str(r[2]), r[3]) for r in rows]
+
+    def files_by_partition(self, columns: Sequence[str]) -> dict[tuple[Any, ...], int]:
+        """How many data files each value of the partition ``columns`` holds: from the
+        log's add actions on the driver where the table is local, else a Spark job."""
+        here = driver.files_by_partition(self.path, columns)
+        if here is not None:
+            return here
+        rows = (self.rows().select(*columns, "_metadata.file_path").distinct()
+                .groupBy(*columns).count().collect())
+        return {tuple(r[:-1]): int(r[-1]) for r in rows}
+
     def history(self, limit: int | None = None) -> DataFrame:
         """The commit history, newest first (reads only the log)."""
         return self.spark.sql(f"DESCRIBE HISTORY {self.sql_name}"

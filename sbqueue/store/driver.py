@@ -15,6 +15,7 @@ None and the caller reads through Spark, which is always correct.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -22,7 +23,9 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -34,9 +37,9 @@ from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "Conflict", "Pinned", "append", "appended", "appended_table",
-           "commits_enabled", "committed_at", "enabled", "file_stats", "pin", "scan",
-           "tagged_version"]
+__all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "append", "appended", "appended_table",
+           "commits_enabled", "committed_at", "enabled", "file_stats", "files_by_partition",
+           "history", "marked", "pin", "scan", "tagged_version"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
@@ -47,6 +50,28 @@ log = logging.getLogger("sbqueue.store")
 T = TypeVar("T")
 Row = dict[str, Any]
 Keep = Callable[[Row], bool]
+Commit = tuple[int, datetime, str, str | None]  # version, time, operation, user metadata
+_mark: ContextVar[str | None] = ContextVar("sbqueue_driver_commit_mark", default=None)
+
+
+@contextlib.contextmanager
+def marked(tag: str) -> Iterator[None]:
+    """The driver's commits made inside (in this thread or task) carry ``tag`` as their
+    user metadata, as Spark's carry ``commitInfo.userMetadata``: maintenance tells its own
+    commits from an entity's use by it (S16.3)."""
+    token = _mark.set(tag)
+    try:
+        yield
+    finally:
+        _mark.reset(token)
+
+
+def _commit_properties(tag: str | None = None) -> Any:
+    """The commit properties naming ``tag`` (default: the ``marked`` one), or None."""
+    from deltalake import CommitProperties
+
+    tag = tag or _mark.get()
+    return None if tag is None else CommitProperties(custom_metadata={"userMetadata": tag})
 
 
 def enabled(path: str) -> bool:
@@ -108,7 +133,8 @@ class Pinned:
         data = pa.Table.from_pylist([{k: row.get(k) for k in names} for row in rows], schema)
         try:
             deadline.check()
-            write_deltalake(self.table, data, mode="overwrite", predicate=predicate)
+            write_deltalake(self.table, data, mode="overwrite", predicate=predicate,
+                            commit_properties=_commit_properties())
         except CommitFailedError as exc:
             raise Conflict(str(exc).split("\n")[0]) from None
         finally:
@@ -120,7 +146,7 @@ def append(path: str, rows: list[Row], tag: str) -> None:
     ``store.delta.append``). It reads nothing, so it may always be tried again: delta-rs
     refuses an append to a Serializable table when a concurrent commit removed files
     ("deleted data this operation read"); the next attempt lands after that commit."""
-    from deltalake import CommitProperties, write_deltalake
+    from deltalake import write_deltalake
     from deltalake.exceptions import CommitFailedError
 
     for attempt in range(_APPEND_TRIES):
@@ -130,7 +156,7 @@ def append(path: str, rows: list[Row], tag: str) -> None:
         try:
             write_deltalake(
                 table, pa.Table.from_pylist(rows, schema), mode="append",
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": tag}))
+                commit_properties=_commit_properties(tag))
             return
         except CommitFailedError as exc:
             log.debug("driver append to %s lost a race (try %d): %s", path, attempt + 1, exc)
@@ -305,6 +331,35 @@ def commits(path: str) -> list[tuple[int, datetime]] | None:
         return sorted((int(info["version"]),
                        datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc))
                       for info in latest(path).history())
+    return _or_none(read)
+
+
+def history(path: str, limit: int | None = None) -> list[Commit] | None:
+    """The newest ``limit`` commits (None: all the log holds), newest first, from their
+    commit infos (no data file); None when it cannot be told here."""
+    if not enabled(path):
+        return None
+
+    def read() -> list[Commit]:
+        found = [(int(info["version"]),
+                  datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc),
+                  str(info.get("operation", "")), info.get("userMetadata"))
+                 for info in latest(path).history(limit)]
+        return sorted(found, key=lambda c: c[0], reverse=True)
+    return _or_none(read)
+
+
+def files_by_partition(path: str, columns: Sequence[str]) -> dict[tuple[Any, ...], int] | None:
+    """How many data files of the latest version each value of the partition ``columns``
+    holds, from the log's add actions (no data file read); None when it cannot be told
+    here."""
+    if not enabled(path):
+        return None
+
+    def read() -> dict[tuple[Any, ...], int]:
+        actions = pa.table(latest(path).get_add_actions(flatten=True))
+        values = [actions.column(f"partition.{c}").to_pylist() for c in columns]
+        return dict(Counter(zip(*values, strict=True)))
     return _or_none(read)
 
 

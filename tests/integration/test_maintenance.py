@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
-from sbqueue.engine.maintain import Maintainer
+from sbqueue.engine.maintain import Maintainer, last_use
 
 pytestmark = pytest.mark.spark
 
@@ -60,6 +60,24 @@ def test_s16_3_entities_idle_past_auto_delete_on_idle_are_deleted(admin, namespa
     assert admin.list_subscriptions("news") == []
     last = Maintainer(admin.namespace, now=_later(hours=1), vacuum=False).run()
     assert {r.path for r in last if r.deleted} == {"news"}
+
+
+def test_s16_3_maintenance_moving_cursors_is_not_use(admin, namespace_root, spark_jobs
+                                                     ) -> None:
+    """Maintenance's cursor moves commit on the driver: marked as its own, they leave the
+    entity's last use where the send put it (else an entity maintained often is never
+    idle). The step reads the log and the ledger on the driver: one Spark query (the
+    inbox's segments)."""
+    admin.create_queue("quiet", enable_partitioning=True)
+    with ServiceBusClient(namespace_root, spark=admin.namespace.spark) as client:
+        client.get_queue_sender("quiet").send_messages(ServiceBusMessage("one"))
+    queue = admin.namespace.entity("quiet")
+    used = last_use([queue.ledger, queue.inbox])
+    assert used is not None
+    [report], jobs = spark_jobs(lambda: Maintainer(admin.namespace, vacuum=False).run(["quiet"]))
+    assert report.cursor_commits >= 1  # the fifteen partitions without a message moved
+    assert last_use([queue.ledger, queue.inbox]) == used
+    assert jobs <= 3
 
 
 @pytest.mark.slow
