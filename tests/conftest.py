@@ -52,7 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     import jvm_archive
 
     archive = jvm_archive.archive_path()
-    if not archive.exists() and config.getoption("--full"):
+    worker = "PYTEST_XDIST_WORKER" in os.environ  # the controller built it, or could not
+    if not archive.exists() and config.getoption("--full") and not worker:
         archive = jvm_archive.ensure_archive() or archive
     _archive_options = jvm_archive.options(archive if archive.exists() else None)
     os.environ["SPARK_SUBMIT_OPTS"] = _child_options()

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+# spark-submit resolves the Delta jars with Ivy in the shared cache: one worker at a time
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-submit")]
 
 
 def _free_port() -> int:

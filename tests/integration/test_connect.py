@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# spark-submit resolves the Delta jars with Ivy in the shared cache: one worker at a time
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-submit")]
 
 CHILD = textwrap.dedent(
     """

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# spark-submit resolves the Delta jars with Ivy in the shared cache: one worker at a time
+pytestmark = pytest.mark.xdist_group("spark-submit")
 
 
 @pytest.mark.slow

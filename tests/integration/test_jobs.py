@@ -15,7 +15,8 @@ import pytest
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.jobs import dequeue, enqueue, forward, maintain, resubmit
 
-pytestmark = pytest.mark.spark
+# spark-submit resolves the Delta jars with Ivy in the shared cache: one worker at a time
+pytestmark = [pytest.mark.spark, pytest.mark.xdist_group("spark-submit")]
 REPO = Path(__file__).resolve().parents[2]
 
 
