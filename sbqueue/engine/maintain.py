@@ -97,13 +97,23 @@ def _marked(spark: SparkSession) -> Iterator[None]:
 
 def last_use(tables: list[Inbox | Ledger]) -> datetime | None:
     """The newest commit to these tables that maintenance did not make (S16.3), read
-    from the log on the driver where the tables are local."""
+    from the log on the driver where the tables are local: the newest 200 commits, else
+    all the log holds. A log holding only maintenance's commits (the older ones cleaned
+    up) was last used no later than its oldest commit, which is taken: an entity is then
+    deleted late, never early."""
     found: list[datetime] = []
     for table in tables:
-        for _, at, operation, metadata in table.recent_commits(200):
-            if operation not in MAINTENANCE_OPERATIONS and metadata != MARK:
-                found.append(at)
+        for limit in (200, None):
+            commits = table.recent_commits(limit)
+            use = next((at for _, at, operation, metadata in commits
+                        if operation not in MAINTENANCE_OPERATIONS and metadata != MARK),
+                       None)
+            if use is not None or limit is None or len(commits) < limit:
                 break
+        if use is None and commits:
+            use = commits[-1][1]
+        if use is not None:
+            found.append(use)
     return max(found) if found else None
 
 
@@ -137,8 +147,7 @@ class Maintainer:
                      for s in self.catalog.entities("subscription")]
             paths += [t.name for t in self.catalog.entities("topic")]
             paths += [q.name for q in self.catalog.entities("queue")]
-        with _marked(self.spark):
-            return [self._isolated(path) for path in paths]
+        return [self._isolated(path) for path in paths]
 
     def _isolated(self, path: str) -> MaintenanceReport:
         """``maintain(path)``; an entity whose storage fails is reported, and the step goes
@@ -153,11 +162,13 @@ class Maintainer:
             return MaintenanceReport(path, "unknown", error=str(failure))
 
     def maintain(self, path: str) -> MaintenanceReport:
+        """One step of one entity; its commits are marked as maintenance's."""
         started = time.monotonic()
-        if self.catalog.exists("topic", path) and not self.catalog.queue_exists(path):
-            report = self._topic(self.catalog.get("topic", path))
-        else:
-            report = self._entity(self.namespace.entity(path))
+        with _marked(self.spark):
+            if self.catalog.exists("topic", path) and not self.catalog.queue_exists(path):
+                report = self._topic(self.catalog.get("topic", path))
+            else:
+                report = self._entity(self.namespace.entity(path))
         log.info("maintained %s: %s", path, report)
         return replace(report, seconds=round(time.monotonic() - started, 2))
 

@@ -224,7 +224,12 @@ def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[s
     ``keep`` accepts, ``columns`` only (None: whole rows); None when it cannot be read
     here."""
     pinned = pin(path)
-    return None if pinned is None else pinned.rows(partitions, columns, keep)
+    if pinned is None:
+        return None
+    try:
+        return pinned.rows(partitions, columns, keep)
+    finally:
+        _give_back(path, pinned.table)  # kept: the next read only reads newer commits
 
 
 def _literal(value: Any) -> str:
@@ -340,11 +345,14 @@ def history(path: str, limit: int | None = None) -> list[Commit] | None:
     if not enabled(path):
         return None
 
-    def read() -> list[Commit]:
-        found = [(int(info["version"]),
-                  datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc),
-                  str(info.get("operation", "")), info.get("userMetadata"))
-                 for info in latest(path).history(limit)]
+    def read() -> list[Commit] | None:
+        try:
+            found = [(int(info["version"]),
+                      datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc),
+                      str(info.get("operation", "")), info.get("userMetadata"))
+                     for info in latest(path).history(limit)]
+        except (KeyError, TypeError):  # a commit info without them: Spark's history tells
+            return None
         return sorted(found, key=lambda c: c[0], reverse=True)
     return _or_none(read)
 
