@@ -20,6 +20,7 @@ from sbqueue.cli_shared import (
     console,
     namespace_option,
     parse_props,
+    print_error,
     print_properties,
     quiet_session,
 )
@@ -292,12 +293,12 @@ def run() -> None:
     except click.exceptions.Abort:
         sys.exit(1)
     except ServiceBusError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        print_error(str(exc))
         sys.exit(1)
     except Exception as exc:  # Spark, Java or OS errors: one line, not a trace
         if os.environ.get("SBQUEUE_DEBUG"):
             raise
-        console.print(f"[red]error:[/] {_one_line(exc)}")
+        print_error(_one_line(exc))
         sys.exit(1)
 
 

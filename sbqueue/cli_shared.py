@@ -8,12 +8,21 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["admin_client", "console", "namespace_option", "parse_props", "print_properties",
-           "quiet_session"]
+__all__ = ["admin_client", "console", "namespace_option", "parse_props", "print_error",
+           "print_properties", "quiet_session"]
 
 console = Console()
+
+
+
+def print_error(text: str) -> None:
+    """``error: text`` on one line, whatever the terminal's width (a path the message names
+    stays whole for the user to copy), and its brackets printed, not read as markup."""
+    console.print(f"[red]error:[/] {escape(text)}", soft_wrap=True)
+
 
 namespace_option = click.option(
     "--namespace", "namespace", default=lambda: os.environ.get("SBQUEUE_NAMESPACE",

@@ -399,11 +399,13 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
             writes: list[dict[str, Any]], complete_head: bool, pinned: Pinned | None
             ) -> ReceiveResult:
     handed = [c for c in changes if c["_handed"]]
-    told = None
+    told, committed = None, False
     if writes:
-        if pinned is None or not _rewrite(ledger, pinned, writes):
+        done = None if pinned is None else _rewrite(ledger, pinned, writes)
+        if done is None:
             _merge(ledger, writes)
-        told = min(a.ctx.locked_until, utcnow() + a.lock_duration)
+        committed = done is not False
+        told = min(a.ctx.locked_until, utcnow() + a.lock_duration) if committed else None
     left = dict.fromkeys(a.partitions, 0)
     for c in changes:
         left[int(c["partition_id"])] = max(left[int(c["partition_id"])], int(c["_left"]))
@@ -413,7 +415,7 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
         handed=lambda: _handed_frame(ledger.spark, handed),
         locators=sorted({(int(c["partition_id"]), int(c["segment"]), str(c["send_id"]))
                          for c in handed if c["segment"] is not None}),
-        count=len(handed), left=left, committed=bool(writes),
+        count=len(handed), left=left, committed=committed,
         locked_until=told if a.ctx.peek_lock else None,
         messages=[_message(c) for c in handed] if _with_messages(inbox, handed) else None)
 
@@ -431,20 +433,25 @@ def _merge(ledger: Ledger, writes: list[dict[str, Any]]) -> None:
         writes, FOLDED)
 
 
-def _rewrite(ledger: Ledger, pinned: Pinned, writes: list[dict[str, Any]]) -> bool:
+def _rewrite(ledger: Ledger, pinned: Pinned, writes: list[dict[str, Any]]) -> bool | None:
     """Commit ``writes`` by rewriting the ledger partitions and lanes they touch, on the
     driver, from the version the receive read (decision 011, step 4): the MERGE's guards and
     folds applied to the rows as read (``apply_guarded``), and the commit fails if anything
-    committed since touched those partitions. False (nothing done) where they hold more
-    rows than a driver read takes: the MERGE commits instead."""
+    committed since touched those partitions. True: committed. False: the writes change no
+    row (folds of completion records whose rows are gone already, guards that hold), so
+    nothing is committed: a record lives a minute after its fold, and each receive of that
+    minute would otherwise commit the same no-op. None (nothing done) where the partitions
+    hold more rows than a driver read takes: the MERGE commits instead."""
     scope = sorted({(int(w["partition_id"]), str(lane)) for w in writes
                     for lane in (w["lane"], w.get("_old_lane") or w["lane"])})
     stored = pinned.rows({"partition_id": sorted({p for p, _ in scope}),
                           "lane": sorted({lane for _, lane in scope})}, None,
                          lambda r: (r["partition_id"], r["lane"]) in scope)
     if stored is None:
-        return False
+        return None
     rows = apply_guarded(stored, writes, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match, _folded)
+    if len(rows) == len(stored) and all(r is s for r, s in zip(rows, stored, strict=True)):
+        return False  # apply_guarded keeps each untouched row itself
     ledger.rewrite_here(pinned, [{"partition_id": p, "lane": lane} for p, lane in scope], rows)
     return True
 

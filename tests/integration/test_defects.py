@@ -107,8 +107,13 @@ def test_a_refused_create_leaves_no_namespace_behind(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_a_namespace_that_is_a_file_is_one_line(tmp_path) -> None:
-    afile = tmp_path / "file"
+    """One line however long the path (the terminal is 80 columns wide here): the user
+    copies the path from it whole."""
+    afile = tmp_path / ("a-folder-with-a-long-name-" * 4) / "file[1]"
+    afile.parent.mkdir()
     afile.write_text("x")
     result = _cli("queue", "create", "--namespace", str(afile), "q")
     assert result.returncode == 1
-    assert "is a file" in result.stdout and "Traceback" not in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    [line] = result.stdout.splitlines()
+    assert str(afile) in line and "is a file" in line

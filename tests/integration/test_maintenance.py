@@ -66,8 +66,9 @@ def test_s16_3_maintenance_moving_cursors_is_not_use(admin, namespace_root, spar
                                                      ) -> None:
     """Maintenance's cursor moves commit on the driver: marked as its own, they leave the
     entity's last use where the send put it (else an entity maintained often is never
-    idle). The step reads the log and the ledger on the driver: one Spark query (the
-    inbox's segments)."""
+    idle). The step reads the log and the ledger on the driver: its one Spark query is the
+    inbox's segments (a snapshot and three jobs), against 18 jobs when all its reads were
+    Spark's."""
     admin.create_queue("quiet", enable_partitioning=True)
     with ServiceBusClient(namespace_root, spark=admin.namespace.spark) as client:
         client.get_queue_sender("quiet").send_messages(ServiceBusMessage("one"))
@@ -77,7 +78,7 @@ def test_s16_3_maintenance_moving_cursors_is_not_use(admin, namespace_root, spar
     [report], jobs = spark_jobs(lambda: Maintainer(admin.namespace, vacuum=False).run(["quiet"]))
     assert report.cursor_commits >= 1  # the fifteen partitions without a message moved
     assert last_use([queue.ledger, queue.inbox]) == used
-    assert jobs <= 3
+    assert jobs <= 4
 
 
 @pytest.mark.slow
