@@ -125,6 +125,29 @@ def test_s6_1_the_next_receive_folds_a_completed_message_still_locked(spark, adm
         receiver.complete_message(second)
 
 
+def test_a_receive_that_changes_nothing_commits_nothing(spark, admin, namespace_root
+                                                       ) -> None:
+    """A completion record stays a minute after its fold (``RECORD_KEEP``): a receive of
+    that minute that finds nothing to hand out or move folds the record again, which
+    deletes no row. It commits nothing (before, each one committed that no-op, and a
+    maintenance step made 64 such commits)."""
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.store.delta import latest_version
+
+    admin.create_queue("q", lock_duration="PT2M")
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages(ServiceBusMessage("only"))
+        receiver = client.get_queue_receiver("q", max_wait_time=1)
+        [message] = receiver.receive_messages(1)
+        receiver.complete_message(message)
+        assert receiver.receive_messages(1) == []  # folds the record: one commit
+        ledger = receiver._entity.ledger_path
+        folded = latest_version(spark, ledger)
+        assert receiver.receive_messages(1) == []
+        assert receiver.receive_messages(1) == []
+        assert latest_version(spark, ledger) == folded
+
+
 def test_s5_s6_threads_of_one_process_share_receive_and_complete_commits(
         spark, admin, namespace_root) -> None:
     """Four threads receive one and complete it in a loop: every message is handed out
