@@ -117,9 +117,25 @@ def _train() -> None:
     entity.complete_dataframe(frame)
     entity.messages().count()
     entity.counts()
+    _record_jars(namespace.spark)
     # Spark's threads stopped before the JVM exits and writes the archive: with them
     # running, Java 17 sometimes aborts while it writes (exit 134)
     namespace.spark.stop()
+
+
+def _record_jars(spark: object) -> None:
+    """Record the jars this spark-submit's Ivy resolved, as a local session records its own
+    (decision 025): the full suite's workers then start their sessions without Ivy, never
+    two resolutions at once in the one cache."""
+    from sbqueue.spark import local_conf
+    from sbqueue.spark.jars import PACKAGES, record_of, record_resolved
+
+    conf = local_conf()
+    record = record_of(conf)
+    if record is not None:
+        started = spark.sparkContext.getConf()  # type: ignore[attr-defined]
+        record_resolved(record, conf[PACKAGES], conf.get("spark.jars.ivy", ""),
+                        started.get("spark.repl.local.jars", "") or "")
 
 
 if __name__ == "__main__":
