@@ -90,9 +90,12 @@ def test_a_killed_stream_from_a_queue_loses_nothing(admin, spark, namespace_root
     for _ in range(KILLS):  # progress: a batch completed (the next one was asked for)
         _kill_while_running(args, entity, log, rng,
                             lambda before: entity.counts()["total"] < before)
-    time.sleep(LOCK.total_seconds() + 6)  # the killed drivers' locks end (with their grace)
-    drained = _start(args, "drain", log)
-    assert drained.wait(timeout=600) == 0, log.read_text()[-3000:]
+    for _ in range(3):  # on a loaded machine a killed driver's lock may outlast one wait
+        time.sleep(LOCK.total_seconds() + 6)  # the killed drivers' locks end (and grace)
+        drained = _start(args, "drain", log)
+        assert drained.wait(timeout=600) == 0, log.read_text()[-3000:]
+        if entity.counts()["total"] == 0:
+            break
     landed = [r.message_id for r in spark.read.format("delta").load(str(out)).collect()]
     assert set(landed) == set(ids), sorted(set(ids) - set(landed))
     assert entity.counts()["total"] == 0
