@@ -17,7 +17,6 @@ __all__ = ["admin_client", "console", "namespace_option", "parse_props", "print_
 console = Console()
 
 
-
 def print_error(text: str) -> None:
     """``error: text`` on one line, whatever the terminal's width (a path the message names
     stays whole for the user to copy), and its brackets printed, not read as markup."""

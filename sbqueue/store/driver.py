@@ -316,27 +316,15 @@ def _unviewed(kind: pa.DataType) -> pa.DataType:
 def committed_at(path: str) -> datetime | None:
     """When the latest version was committed (its commit info, from the log); None when it
     cannot be told here."""
-    if not enabled(path):
-        return None
-
-    def read() -> datetime | None:
-        info = latest(path).history(1)
-        stamp = info[0].get("timestamp") if info else None
-        return None if stamp is None else datetime.fromtimestamp(stamp / 1000, timezone.utc)
-    return _or_none(read)
+    newest = history(path, 1)
+    return None if not newest else newest[0][1]
 
 
 def commits(path: str) -> list[tuple[int, datetime]] | None:
     """Every version still in the log with its commit time, oldest first (the commit
     infos, no data file); None when it cannot be told here."""
-    if not enabled(path):
-        return None
-
-    def read() -> list[tuple[int, datetime]]:
-        return sorted((int(info["version"]),
-                       datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc))
-                      for info in latest(path).history())
-    return _or_none(read)
+    found = history(path)
+    return None if found is None else [(version, at) for version, at, _, _ in found[::-1]]
 
 
 def history(path: str, limit: int | None = None) -> list[Commit] | None:
