@@ -79,6 +79,7 @@ from sbqueue.engine.receive_range import (
     receive_ranges,
     settle_ranges,
     spans_of,
+    stated_spans,
 )
 from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
 from sbqueue.engine.send import SendResult, send_dataframe
@@ -208,17 +209,20 @@ class Entity:
     # -- send ------------------------------------------------------------------------------
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
                        incoming_bytes: int = 0, send_id: str | None = None,
-                       forwarded: bool = False, idempotent: bool = False) -> SendResult:
+                       forwarded: bool = False, idempotent: bool = False,
+                       in_send_order: bool = False) -> SendResult:
         """Append ``df`` (``body`` plus any message column of S2.1) in one commit.
         ``incoming_bytes``: the send's size when the caller knows it (the client), for the
         size quota (S1.6); ``send_id``: a transaction's (decision 008) or, ``forwarded``,
         a forwarding step's batch; ``idempotent``: at most once per send id (decision
-        010)."""
+        010); ``in_send_order``: the caller reads the send's numbers in send order
+        (``sequence_numbers``), else batch indexes are grouped by partition (decision
+        018: a bulk receive of them numbers runs, no join)."""
         props = self._check_sendable()
         self.quota.check(incoming_bytes)
         result = send_dataframe(df, props, self.inbox, round_robin_start,
                                 self.fenced, send_id, forwarded=forwarded,
-                                idempotent=idempotent)
+                                idempotent=idempotent, by_partition=not in_send_order)
         self.quota.add(result.size_in_bytes)
         return result
 
@@ -230,7 +234,7 @@ class Entity:
         as a DataFrame. The same rows either way. ``send_id``: a transaction's."""
         if len(messages) > SMALL or not self.inbox.commits_here():
             return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes,
-                                       send_id=send_id)
+                                       send_id=send_id, in_send_order=True)
         props = self._check_sendable()
         self.quota.check(incoming_bytes)
         send_id = send_id or uuid.uuid4().hex
@@ -238,7 +242,7 @@ class Entity:
         version = self.inbox.append_small(rows, send_id)
         if version is None:
             return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes,
-                                       send_id=send_id)
+                                       send_id=send_id, in_send_order=True)
         result = result_of(rows, send_id, version)
         self.quota.add(result.size_in_bytes)
         return result
@@ -560,7 +564,7 @@ class Entity:
         """Settle the rows of ``batch`` whose locks are valid; report the others."""
         ranged, done = SettleResult(), set[tuple[int, str]]()
         if self._may_range() and may_hold_windows(self.ledger, (Lane.MAIN,)):
-            spans = frame_spans(batch)
+            spans = stated_spans(batch) or frame_spans(batch)
             self._check_settle(kind, sorted({p for p, _ in spans}))
             ranged, done = self._settle_ranges(spans, kind)
             if done and done >= spans.keys():

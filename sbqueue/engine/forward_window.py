@@ -68,8 +68,8 @@ from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
 
-__all__ = ["NUMBERED", "Claim", "ForwardWindow", "claim", "leftover_windows", "numbered_rows",
-           "release", "window_messages", "window_rows"]
+__all__ = ["MAX_RUNS", "NUMBERED", "Claim", "ForwardWindow", "Run", "claim", "leftover_windows",
+           "numbered_rows", "release", "runs", "window_messages", "window_rows"]
 
 READ_CAP = 2_000_000  # head rows a claim reads on the driver at most (narrow columns)
 _INBOX_COLUMNS = [f.name for f in INBOX_SCHEMA.fields]
@@ -462,13 +462,54 @@ def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
 
 def numbered_rows(source: Entity, windows: list[ForwardWindow], numbered: pa.Table
                   ) -> DataFrame:
-    """``window_rows`` by the claim's own numbering (``Claim.numbered``): the rows joined to
-    their numbers (a broadcast of narrow rows), no sort of whole rows to number them."""
-    places = source.spark.createDataFrame(numbered)
+    """``window_rows`` by the claim's own numbering (``Claim.numbered``), no sort of whole
+    rows to number them: where the numbering is a few runs (a send grouped by partition,
+    ``engine.send``), each run's numbers are a function of the batch index (one
+    expression, no Spark job); else the rows are joined to their numbers (a broadcast of
+    narrow rows, one job)."""
     rows = source.inbox.appended(min(w.start.version for w in windows) - 1,
                                  max(w.end_version for w in windows),
                                  _skipping(windows) & owned_rows(source.target))
-    return rows.join(F.broadcast(places), list(NUMBERED[:3]))
+    found = runs(numbered)
+    if len(found) > MAX_RUNS:
+        return rows.join(F.broadcast(source.spark.createDataFrame(numbered)),
+                         list(NUMBERED[:3]))
+    numbers = F.expr("CASE " + " ".join(
+        f"WHEN partition_id = {r.partition} AND _commit_version = {r.version}L AND "
+        f"batch_index BETWEEN {r.low}L AND {r.high}L THEN batch_index + {r.offset}L"
+        for r in found) + " END") if found else F.lit(None)
+    return rows.withColumn("sequence_number", numbers.cast("long")).where(
+        F.col("sequence_number").isNotNull())
+
+
+MAX_RUNS = 512  # runs numbered by one expression at most; more: a join
+
+
+@dataclass(frozen=True)
+class Run:
+    """Rows of one partition and commit whose batch indexes ``low..high`` and sequence
+    numbers both go up by one: a row's number is its batch index plus ``offset``."""
+
+    partition: int
+    version: int
+    low: int
+    high: int
+    offset: int
+
+
+def runs(numbered: pa.Table) -> list[Run]:
+    """``numbered`` (``NUMBERED`` columns, in commit order within each partition) as runs."""
+    if numbered.num_rows == 0:
+        return []
+    part, version, index, seq = (numbered.column(c).to_numpy().astype(np.int64)
+                                 for c in NUMBERED)
+    starts = np.flatnonzero(np.concatenate([[True], (part[1:] != part[:-1])
+                                            | (version[1:] != version[:-1])
+                                            | (index[1:] != index[:-1] + 1)
+                                            | (seq[1:] != seq[:-1] + 1)]))
+    ends = np.append(starts[1:], len(part)) - 1
+    return [Run(int(part[a]), int(version[a]), int(index[a]), int(index[b]),
+                int(seq[a] - index[a])) for a, b in zip(starts, ends, strict=True)]
 
 
 def _skipping(windows: list[ForwardWindow]) -> Column:

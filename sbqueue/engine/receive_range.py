@@ -22,6 +22,7 @@ maintenance keeps their segments (``engine.maintain``).
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from sbqueue.engine.ledger import Ledger
 
 __all__ = ["MIN_RANGE", "Span", "frame_spans", "materialize_lapsed", "ranges_in",
-           "receive_ranges", "settle_ranges", "spans_of"]
+           "receive_ranges", "settle_ranges", "spans_of", "stated_spans"]
 
 MIN_RANGE = 1_000  # a receive asking fewer messages locks them one by one (as before)
 _W_COLUMNS = [c for c in LEDGER_COLUMNS if c != "session_state"]
@@ -81,8 +82,32 @@ def receive_ranges(entity: Entity, max_messages: int, ctx: ReceiveContext,
             break
     windows = [w for c in claims for w in c.windows]
     numbered = [c.numbered for c in claims]
-    return ranged_frame(entity, windows, None if any(n is None for n in numbered)
-                        else pa.concat_tables(numbered))
+    frame = ranged_frame(entity, windows, None if any(n is None for n in numbered)
+                         else pa.concat_tables(numbered))
+    _STATED[frame] = _spans_of_windows(windows)
+    return frame
+
+
+# What each range receive's own DataFrame holds, known without reading it: the frame is
+# defined by its windows (inbox rows never change), so its settlement needs no Spark job
+# to find out (``stated_spans``). Weak keys: a frame dropped by its caller is forgotten.
+_STATED: weakref.WeakKeyDictionary[DataFrame, dict[Key, Span]] = weakref.WeakKeyDictionary()
+
+
+def stated_spans(batch: DataFrame) -> dict[Key, Span] | None:
+    """``frame_spans`` of ``batch`` where it is a range receive's own DataFrame object (as
+    it was returned: not filtered, not checkpointed), without a Spark job; else None."""
+    return _STATED.get(batch)
+
+
+def _spans_of_windows(windows: list[ForwardWindow]) -> dict[Key, Span]:
+    """What ``frame_spans`` finds in the rows of ``windows``: per (partition, token) their
+    count, lowest and highest number."""
+    keyed: dict[Key, list[ForwardWindow]] = {}
+    for w in windows:
+        keyed.setdefault((w.partition, w.token), []).append(w)
+    return {k: Span(sum(w.count for w in held), min(w.sequence_numbers[0] for w in held),
+                    max(w.sequence_numbers[-1] for w in held)) for k, held in keyed.items()}
 
 
 _CLAIMS = 3  # claims one receive makes at most (each one commit)

@@ -233,7 +233,7 @@ def _send(entity: Entity, plan: TransactionPlan, dropped: list[str], send_id: st
         result = entity.send_messages(kept, plan.send_bytes, frame, send_id=send_id)
     else:
         result = entity.send_dataframe(frame(), incoming_bytes=plan.send_bytes,
-                                       send_id=send_id)
+                                       send_id=send_id, in_send_order=True)
     if result.version is not None:
         return result.version
     return _append_version(entity, plan.partition, send_id)

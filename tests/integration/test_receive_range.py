@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from sbqueue.core.clock import utcnow
@@ -31,6 +32,40 @@ def _queue(admin, spark, name: str, count: int):  # type: ignore[no-untyped-def]
 def _ledger_kinds(queue) -> dict[str, int]:  # type: ignore[no-untyped-def]
     rows = queue.ledger.rows().groupBy("row_type").count().collect()
     return {str(r[0]): int(r[1]) for r in rows}
+
+
+def _jobs(spark, fn):  # type: ignore[no-untyped-def]
+    """(result, Spark jobs) of ``fn``, counted through a job group of this thread."""
+    sc = spark.sparkContext
+    sc.setJobGroup("counted", "counted")
+    try:
+        return fn(), len(sc.statusTracker().getJobIdsForGroup("counted"))
+    finally:
+        sc.setJobGroup("", "")
+
+
+@pytest.mark.parametrize("in_send_order", [
+    False, pytest.param(True, marks=pytest.mark.slow)])  # grouped by partition: the default
+def test_s3_1_s5_4_a_range_receive_numbers_messages_as_the_view_does(admin, spark,
+                                                                     in_send_order) -> None:
+    admin.create_queue("numbered", enable_partitioning=True, lock_duration=LOCK)
+    queue = admin.namespace.entity("numbered")
+    queue.send_dataframe(spark.range(3 * MIN_RANGE).selectExpr("CAST(id AS STRING) AS body"),
+                         in_send_order=in_send_order)
+    before = queue.messages().select(F.col("body").cast("string").alias("body"),
+                                     "sequence_number").localCheckpoint()
+
+    got = queue.receive_dataframe(3 * MIN_RANGE)
+
+    plan = got._jdf.queryExecution().executedPlan().toString()
+    assert ("Join" in plan) == in_send_order  # a grouped send's runs need no join
+    assert_df_equality(got.select(F.col("body").cast("string").alias("body"),
+                                  "sequence_number"), before, ignore_row_order=True,
+                       ignore_nullable=True)
+    got.localCheckpoint()  # the caller reads its messages, then completes the same frame
+    result, jobs = _jobs(spark, lambda: queue.complete_dataframe(got))
+    assert (result.settled, result.lock_lost, jobs) == (3 * MIN_RANGE, [], 0)
+    assert queue.counts()["total"] == 0
 
 
 def test_s5_4_s6_1_a_bulk_receive_is_range_locked_and_completed_whole(admin, spark) -> None:
