@@ -210,10 +210,12 @@ def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] 
 
 
 def _drain(queue: Any, batch: int) -> tuple[int, float]:
-    """(messages, seconds) of draining ``queue`` ``batch`` messages a round."""
+    """(messages, seconds) of draining ``queue`` ``batch`` messages a round: each round's
+    frame is read whole (materialized), then that frame is completed."""
     drained, start = 0, time.perf_counter()
     while True:
-        got = queue.receive_dataframe(batch).localCheckpoint()
+        got = queue.receive_dataframe(batch)
+        got.localCheckpoint()
         n = queue.complete_dataframe(got).settled
         if n == 0:
             return drained, time.perf_counter() - start
