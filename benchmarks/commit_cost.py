@@ -14,7 +14,8 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   default 60 s lock, then ``complete_message`` on each in turn: how many locks were lost and
   how much of the lock was left after the 50th.
 - ``loop``: the client loop (receive one, complete it) with 1, 4 and 16 threads of one
-  process on a 16-partition queue: messages per second, and conflicts retried.
+  process on a 16-partition queue, and 4 threads on a 1-partition queue: messages per
+  second, conflicts retried, and the share of the machine's CPU busy meanwhile.
 - ``aio``: the same loop as 16 asyncio tasks of ``sbqueue.aio`` (issue 20 point 5).
 - ``create``: ``create_queue`` beside a raw ``CREATE TABLE`` of one Delta table.
 - ``frames``: a DataFrame send, receive and complete of 100 messages, each beside a raw
@@ -45,7 +46,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from common import measured, run_parts
+from common import cpu_ticks, measured, run_parts
 
 from sbqueue import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
 from sbqueue.exceptions import MessageLockLostError
@@ -260,9 +261,10 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
     rates: dict[str, float] = {}
     conflicts: dict[str, int] = {}
     commits: dict[str, dict[str, int]] = {}
-    for threads in (1, 4, 16):
-        name = f"loop{threads}"
-        admin.create_queue(name, enable_partitioning=True)
+    busy_share: dict[str, float] = {}
+    for threads, partitioned in ((1, True), (4, True), (16, True), (4, False)):
+        name = f"loop{threads}" + ("" if partitioned else "-1p")
+        admin.create_queue(name, enable_partitioning=partitioned)
         with client.get_queue_sender(name) as sender:
             sender.send_messages([ServiceBusMessage(BODY) for _ in range(messages)])
         counted = [0]
@@ -279,19 +281,23 @@ def loop(spark: Any, root: str, messages: int) -> dict[str, Any]:
                         last[0] = time.perf_counter()
 
         before, grouped = conflicts_retried(), _group_commits()
-        started = time.perf_counter()
+        started, ticks = time.perf_counter(), cpu_ticks()
         pool = [threading.Thread(target=work) for _ in range(threads)]
         for t in pool:
             t.start()
         for t in pool:
             t.join()
         seconds = last[0] - started
-        rates[f"{threads}_threads"] = round(counted[0] / seconds, 2)
-        conflicts[f"{threads}_threads"] = conflicts_retried() - before
+        busy, total = (a - b for a, b in zip(cpu_ticks(), ticks, strict=True))
+        key = f"{threads}_threads" + ("" if partitioned else "_1_partition")
+        rates[key] = round(counted[0] / seconds, 2)
+        conflicts[key] = conflicts_retried() - before
+        busy_share[key] = round(busy / total, 2) if total else 0.0
         after = _group_commits()
-        commits[f"{threads}_threads"] = {k: after.get(k, 0) - grouped.get(k, 0) for k in after}
+        commits[key] = {k: after.get(k, 0) - grouped.get(k, 0) for k in after}
     return {"part": "loop", "messages": messages, "msg_per_s": rates,
-            "conflicts_retried": conflicts, "group_commits": commits}
+            "conflicts_retried": conflicts, "cpu_busy_share": busy_share,
+            "group_commits": commits}
 
 
 def aio_loop(spark: Any, root: str, messages: int, tasks: int = 16) -> dict[str, Any]:

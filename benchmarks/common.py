@@ -30,6 +30,15 @@ def measured(spark: Any, fn: Callable[[], T]) -> tuple[T, float, int]:
     return result, seconds, jobs
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the machine so far (Linux /proc/stat), to show whether a
+    run was bound by the machine's cores."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any
 
-from common import measured, median, run_parts
+from common import cpu_ticks, measured, median, run_parts
 from delta.tables import DeltaTable
 
 from sbqueue.engine import Namespace
@@ -103,15 +103,6 @@ def backlog(spark: Any, root: str, reps: int, big: int) -> dict[str, Any]:
             "jobs": jobs, "ratio_big/small": round(med["big"] / med["small"], 2)}
 
 
-def _cpu_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the machine so far (Linux /proc/stat), to show whether a
-    run was bound by the machine's cores."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
 def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
     attempts = {"ok": 0, "aborted": 0}
     lock = threading.Lock()
@@ -140,14 +131,14 @@ def _drain(spark: Any, queue: Any, threads: int) -> dict[str, Any]:
             with lock:
                 done[0] += n
 
-    start, cpu_before = time.perf_counter(), _cpu_ticks()
+    start, cpu_before = time.perf_counter(), cpu_ticks()
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
     seconds = time.perf_counter() - start
-    busy, total_ticks = (a - b for a, b in zip(_cpu_ticks(), cpu_before, strict=True))
+    busy, total_ticks = (a - b for a, b in zip(cpu_ticks(), cpu_before, strict=True))
     Table.merge = original  # type: ignore[method-assign]
     total = attempts["ok"] + attempts["aborted"]
     return {"messages": done[0], "seconds": round(seconds, 1),
