@@ -51,7 +51,7 @@ from common import cpu_ticks, measured, run_parts
 from sbqueue import AutoLockRenewer, ServiceBusClient, ServiceBusMessage
 from sbqueue.exceptions import MessageLockLostError
 from sbqueue.management import ServiceBusAdministrationClient
-from sbqueue.store.delta import conflicts_retried
+from sbqueue.store.guarded import conflicts_retried
 
 BODY = "x" * 1000
 

@@ -16,7 +16,7 @@ import threading
 from sbqueue import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
 from sbqueue.exceptions import MessageLockLostError, OperationTimeoutError, SessionLockLostError
 from sbqueue.management import ServiceBusAdministrationClient
-from sbqueue.store.delta import conflicts_retried
+from sbqueue.store.guarded import conflicts_retried
 
 
 def worker(client: ServiceBusClient) -> None:

@@ -107,7 +107,7 @@ from sbqueue.exceptions import (
     MessagingEntityDisabledError,
     PartitionUnavailableError,
 )
-from sbqueue.store.delta import RETRYABLE, note_conflict, retry_conflicts
+from sbqueue.store.guarded import RETRYABLE, note_conflict, retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.namespace import Namespace

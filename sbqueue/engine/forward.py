@@ -61,7 +61,7 @@ from sbqueue.exceptions import (
     MessagingEntityDisabledError,
     MessagingEntityNotFoundError,
 )
-from sbqueue.store.delta import retry_conflicts
+from sbqueue.store.guarded import retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity

@@ -63,7 +63,7 @@ from sbqueue.engine.schema import (
     owned_rows,
     owns,
 )
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity

@@ -31,7 +31,8 @@ from sbqueue.engine.schema import (
     ledger_row,
 )
 from sbqueue.store import deadline
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, Table, apply_guarded
+from sbqueue.store.delta import Table
+from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, apply_guarded
 
 __all__ = ["Ledger"]
 
@@ -109,7 +110,7 @@ class Ledger(Table):
     def merge_changes(self, scope: str, changes: DataFrame | list[dict[str, Any]],
                       delete_if: str = "false") -> None:
         """Commit change rows (full rows with EXPECT_COLUMN and OP_COLUMN, a DataFrame or
-        built on the driver) in one guarded MERGE over ``scope`` (``store.delta``)."""
+        built on the driver) in one guarded MERGE over ``scope`` (``store.guarded``)."""
         if isinstance(changes, list):
             changes = change_frame(self.spark, changes)
         else:

@@ -50,7 +50,8 @@ from sbqueue.engine.schema import SEGMENT_SECONDS, WINDOW
 from sbqueue.engine.storage_guard import storage_failure
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store import driver
-from sbqueue.store.delta import Table, retry_conflicts
+from sbqueue.store.delta import Table
+from sbqueue.store.guarded import retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity

@@ -52,7 +52,7 @@ from sbqueue.engine.schema import (
     copy_of,
     owned_rows,
 )
-from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.guarded import ABSENT, EXPECT_COLUMN, OP_COLUMN
 
 __all__ = [
     "OUTPUT_COLUMNS",

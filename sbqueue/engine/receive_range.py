@@ -42,7 +42,7 @@ from sbqueue.engine.forward_window import ForwardWindow
 from sbqueue.engine.receive import OUTPUT_COLUMNS, as_aware
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, WINDOW, ledger_row
 from sbqueue.engine.settle import SettleResult
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN, retry_conflicts
+from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, retry_conflicts
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity

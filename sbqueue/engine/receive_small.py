@@ -81,8 +81,8 @@ from sbqueue.engine.schema import (
     owned_rows,
     owns,
 )
-from sbqueue.store.delta import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
 from sbqueue.store.driver import Pinned
+from sbqueue.store.guarded import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
 
 __all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row", "receive",
            "small_receive"]

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from sbqueue.engine.columns import sql_literal
 from sbqueue.engine.schema import RECORD, ledger_row
-from sbqueue.store.delta import ABSENT, EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.guarded import ABSENT, EXPECT_COLUMN, OP_COLUMN
 
 __all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "no_record_guard",
            "old_record_deletes",

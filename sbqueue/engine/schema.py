@@ -42,7 +42,7 @@ from pyspark.sql.types import (
 )
 
 from sbqueue.engine.columns import values_frame
-from sbqueue.store.delta import EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN
 
 __all__ = [
     "COPY_BITS",
@@ -162,7 +162,7 @@ LEDGER_MATCH = f"(t.row_type <> '{RECORD}' OR t.lock_token <=> s.lock_token)"
 
 
 def ledger_match(stored: Mapping[str, Any], change: Mapping[str, Any]) -> bool:
-    """``LEDGER_MATCH`` on plain rows (a rewrite on the driver, ``store.delta.apply_guarded``)."""
+    """``LEDGER_MATCH`` on plain rows (a rewrite on the driver, ``store.guarded.apply_guarded``)."""
     return bool(stored["row_type"] != RECORD or stored["lock_token"] == change["lock_token"])
 
 
@@ -248,7 +248,7 @@ def ledger_row(**values: Any) -> dict[str, Any]:
 
 def change_frame(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
     """Full ledger rows built on the driver, each with EXPECT_COLUMN and OP_COLUMN, as the
-    source of a guarded MERGE (``store.delta.guarded_merge``): an inline table, no Spark
+    source of a guarded MERGE (``store.guarded.guarded_merge``): an inline table, no Spark
     job to make it or to broadcast it."""
     schema = StructType([*LEDGER_SCHEMA.fields, StructField(EXPECT_COLUMN, LongType()),
                          StructField(OP_COLUMN, StringType())])

@@ -50,7 +50,7 @@ from sbqueue.exceptions import (
     SessionLockLostError,
     StorageConflictError,
 )
-from sbqueue.store.delta import (
+from sbqueue.store.guarded import (
     EXPECT_COLUMN,
     OP_COLUMN,
     RETRYABLE,

@@ -34,7 +34,7 @@ from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import as_aware, merge_scope
 from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET
 from sbqueue.engine.schema import LEDGER_TYPES, LOCATOR
-from sbqueue.store.delta import EXPECT_COLUMN
+from sbqueue.store.guarded import EXPECT_COLUMN
 
 PAIRS = "sequence_number long, _token string"
 

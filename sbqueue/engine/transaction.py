@@ -60,12 +60,7 @@ from sbqueue.exceptions import (
     SessionLockLostError,
     StorageConflictError,
 )
-from sbqueue.store.delta import (
-    EXPECT_COLUMN,
-    OP_COLUMN,
-    RETRYABLE,
-    note_conflict,
-)
+from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, RETRYABLE, note_conflict
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity

@@ -25,7 +25,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.jobs.runner import JobError, base_parser, run_job
-from sbqueue.store.delta import Table, retry_conflicts
+from sbqueue.store.delta import Table
+from sbqueue.store.guarded import retry_conflicts
 
 __all__ = ["load_function", "main", "parser", "write_sink"]
 

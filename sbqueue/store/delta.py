@@ -4,15 +4,11 @@
 - ``read_appended``: the rows appended after a version, via the change data feed (or the
   snapshot, once the log no longer holds that version), with the commit version of each
   row (commit order without a conflicting read).
-- ``guarded_merge``: one MERGE scoped by literal predicates (partitions, key ranges) that
-  applies a change set computed from an earlier read and aborts (nothing committed) if any
-  row it touches changed since that read. Combined with Delta's own Serializable check this
-  makes read-compute-merge one atomic step on the partitions it names.
-- ``retry_conflicts``: re-run an operation on a Delta conflict or a stale read, a bounded
-  number of attempts, with jitter.
-- ``Table``: one Delta table by its path, with every operation above and the maintenance
-  ones (history, delete by partition, compaction, vacuum). The engine's gateways
-  (``engine.ledger``, ``engine.inbox``) are the only modules that hold one (issue 18).
+- ``Table``: one Delta table by its path, with every operation above, the guarded MERGE
+  (``store.guarded``: a change set applied only if what it was decided from still stands)
+  and the maintenance operations (history, delete by partition, compaction, vacuum). The
+  engine's gateways (``engine.ledger``, ``engine.inbox``) are the only modules that hold
+  one (issue 18).
 
 Every operation is Spark SQL or the DataFrame reader and writer, never Delta's
 ``DeltaTable`` API: Spark Connect clients (Databricks serverless, shared clusters) can only
@@ -24,98 +20,38 @@ Knows nothing of Service Bus names.
 
 from __future__ import annotations
 
-import logging
 import os
-import random
-import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
-import delta.exceptions as dx
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline, driver
 from sbqueue.store.created import create_here
 from sbqueue.store.documents import is_local, local_path
+from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
+from sbqueue.store.sql import sql_name
 
 __all__ = [
-    "ABSENT",
-    "DELETE_IF",
-    "DELTA_CONFLICTS",
-    "EXPECT_COLUMN",
-    "OP_COLUMN",
-    "RETRYABLE",
-    "StaleRead",
     "Table",
     "append",
-    "apply_guarded",
     "commit_version",
-    "conflicts_retried",
     "create_table",
     "creates_here",
     "earliest_version",
-    "guarded_merge",
     "is_delta_table",
     "isolation_level",
     "latest_version",
-    "note_conflict",
     "read_appended",
-    "retry_conflicts",
     "speaks_delta_errors",
 ]
 
-# The eight conflict classes share no Python base class (DESIGN fact 3).
-DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
-    dx.ConcurrentAppendException,
-    dx.ConcurrentDeleteDeleteException,
-    dx.ConcurrentDeleteReadException,
-    dx.ConcurrentTransactionException,
-    dx.ConcurrentWriteException,
-    dx.DeltaConcurrentModificationException,
-    dx.MetadataChangedException,
-    dx.ProtocolChangedException,
-)
-
-OP_COLUMN = "_op"  # 'upsert', 'delete', DELETE_IF or ABSENT
-ABSENT = "absent"  # a change row that only checks: no row with its keys exists
-DELETE_IF = "delete_if"  # delete the row if it exists and ``delete_if`` holds; else nothing
-EXPECT_COLUMN = "_expect"  # the row_version read; null for a row that must not exist yet
-_STALE_MARK = "sbqueue-stale-row"
-_VERSION = "row_version"
-
-T = TypeVar("T")
-
-
-class StaleRead(Exception):
-    """A guarded MERGE found a row changed since it was read; nothing was committed."""
-
-
-RETRYABLE: tuple[type[BaseException], ...] = (StaleRead, *DELTA_CONFLICTS)
-
-log = logging.getLogger("sbqueue.store")
-_conflicts = [0]
-_conflicts_lock = threading.Lock()
-
-
-def note_conflict(what: str, exc: BaseException) -> None:
-    """Record a conflict that sbqueue handles (retries, or moves on from): a DEBUG line and
-    a process-wide count, nothing on the user's output (issue 17)."""
-    with _conflicts_lock:
-        _conflicts[0] += 1
-    log.debug("%s: %s, retried", what, exc.__class__.__name__)
-
-
-def conflicts_retried() -> int:
-    """How many handled conflicts this process has seen (benchmarks report it)."""
-    return _conflicts[0]
 
 
 def create_table(
@@ -132,7 +68,7 @@ def create_table(
         if partition_by else ""
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     try:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {_sql_name(path)} ({columns}) USING delta"
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {sql_name(path)} ({columns}) USING delta"
                   f"{parts}{f' TBLPROPERTIES ({props})' if props else ''}")
     except DELTA_CONFLICTS:
         if not is_delta_table(spark, path):
@@ -174,7 +110,7 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
         return (local_path(path) / "_delta_log").is_dir() and any(
             n.endswith(".json") for n in os.listdir(local_path(path) / "_delta_log"))
     try:
-        row = spark.sql(f"DESCRIBE DETAIL {_sql_name(path)}").select("format").first()
+        row = spark.sql(f"DESCRIBE DETAIL {sql_name(path)}").select("format").first()
     except Exception:
         return False
     return row is not None and str(row[0]).lower() == "delta"
@@ -185,21 +121,6 @@ def speaks_delta_errors(spark: SparkSession) -> None:
     ``delta.connect`` registered them (an import of a second, which classic sessions skip)."""
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         import delta.connect  # noqa: F401
-
-
-def _sql_name(path: str) -> str:
-    return f"delta.`{path}`"
-
-
-def _with_view(df: DataFrame, run: Callable[[str], T]) -> T:
-    """``run(name)`` with ``df`` registered as a temporary view of a unique ``name`` (a
-    MERGE's source in SQL), dropped after."""
-    name = f"_sbqueue_{uuid.uuid4().hex}"
-    df.createOrReplaceTempView(name)
-    try:
-        return run(name)
-    finally:
-        df.sparkSession.catalog.dropTempView(name)
 
 
 def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,
@@ -242,7 +163,7 @@ def isolation_level(spark: SparkSession, path: str) -> str:
 def commit_version(spark: SparkSession, path: str, tag: str, depth: int = 1000) -> int:
     """The version of the commit that carries ``tag`` as its user metadata (``append``),
     among the newest ``depth``; reads only the log."""
-    row = (spark.sql(f"DESCRIBE HISTORY {_sql_name(path)} LIMIT {int(depth)}")
+    row = (spark.sql(f"DESCRIBE HISTORY {sql_name(path)} LIMIT {int(depth)}")
            .where(F.col("userMetadata") == tag).select("version").first())
     if row is None:
         raise LookupError(f"no commit tagged {tag!r} among the last {depth} of {path}")
@@ -285,134 +206,6 @@ def read_appended(
     )
 
 
-def guarded_merge(
-    spark: SparkSession,
-    path: str,
-    scope: str,
-    keys: Sequence[str],
-    changes: DataFrame,
-    columns: Sequence[str],
-    match: str = "",
-    delete_if: str = "false",
-) -> dict[str, int]:
-    """Apply ``changes`` in one commit, or raise StaleRead and commit nothing.
-
-    ``scope`` is a SQL predicate on the target ``t`` made of literals only (partition
-    values, and key ranges for data skipping): Delta prunes files with it and records it as
-    what the commit read, so it conflicts only with concurrent work inside that scope
-    (DESIGN fact 2). ``keys`` identify a row, with ``match`` (SQL on ``t`` and ``s``) where
-    equal keys are not enough.
-
-    ``changes`` holds full rows (``columns``) plus OP_COLUMN and EXPECT_COLUMN. A row whose
-    stored ``row_version`` differs from EXPECT_COLUMN (or exists when it was expected not
-    to, or vanished when it was expected to exist) makes the MERGE fail before commit. A
-    row with OP_COLUMN ``ABSENT`` (and no EXPECT_COLUMN) changes nothing: it only fails the
-    MERGE if a row with its keys exists. A row with OP_COLUMN ``DELETE_IF`` deletes the row
-    with its keys if there is one and ``delete_if`` (SQL on ``t`` and ``s``) holds, and
-    otherwise changes nothing, checks nothing: for a change decided without reading the row.
-    """
-    stale = f"CAST(raise_error(concat('{_STALE_MARK} ', s.{keys[0]})) AS BIGINT)"
-    condition = " AND ".join([f"({scope})", *[f"t.{k} = s.{k}" for k in keys],
-                              *([f"({match})"] if match else [])])
-    names = ", ".join(f"`{c}`" for c in columns)
-    values = {c: f"s.`{c}`" for c in columns}
-    staled = ", ".join(stale if c == _VERSION else v for c, v in values.items())
-    clauses = [
-        f"WHEN MATCHED AND s.{OP_COLUMN} = '{DELETE_IF}' AND ({delete_if}) THEN DELETE",
-        f"WHEN MATCHED AND s.{OP_COLUMN} <> '{DELETE_IF}' AND (s.{EXPECT_COLUMN} IS NULL "
-        f"OR t.{_VERSION} <> s.{EXPECT_COLUMN}) THEN UPDATE SET t.{_VERSION} = {stale}",
-        f"WHEN MATCHED AND s.{OP_COLUMN} = 'delete' THEN DELETE",
-        f"WHEN MATCHED AND s.{OP_COLUMN} = 'upsert' THEN UPDATE SET "
-        + ", ".join(f"t.`{c}` = {v}" for c, v in values.items()),
-        f"WHEN NOT MATCHED AND s.{EXPECT_COLUMN} IS NOT NULL THEN INSERT ({names}) "
-        f"VALUES ({staled})",
-        f"WHEN NOT MATCHED AND s.{OP_COLUMN} = 'upsert' THEN INSERT ({names}) "
-        f"VALUES ({', '.join(values.values())})",
-    ]
-    try:
-        result = _merge(changes, path, condition, clauses)
-    except Exception as exc:
-        if _STALE_MARK in str(exc):
-            raise StaleRead(str(exc).split(_STALE_MARK, 1)[1][:80].strip()) from None
-        raise
-    row = result.first()
-    return {k: int(v) for k, v in row.asDict().items()} if row else {}
-
-
-def _merge(source: DataFrame, path: str, condition: str, clauses: Sequence[str]
-           ) -> DataFrame:
-    """One ``MERGE INTO`` the table at ``path`` (alias ``t``) from ``source`` (alias ``s``);
-    its metrics row."""
-    deadline.check()
-    return _with_view(source, lambda view: source.sparkSession.sql(
-        f"MERGE INTO {_sql_name(path)} t USING {view} s ON {condition} " + " ".join(clauses)))
-
-
-def apply_guarded(
-    stored: list[dict[str, Any]],
-    changes: list[dict[str, Any]],
-    keys: Sequence[str],
-    columns: Sequence[str],
-    match: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
-    delete_if: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
-) -> list[dict[str, Any]]:
-    """``guarded_merge``'s contract on rows held on the driver: ``stored`` (every row of the
-    partitions a rewrite replaces, as read) after ``changes``, or StaleRead. ``match`` and
-    ``delete_if`` are the MERGE's ``match`` and ``delete_if`` on (target, source) rows."""
-    rows = list(stored)
-    where: dict[tuple[Any, ...], list[int]] = {}
-    for i, row in enumerate(rows):
-        where.setdefault(tuple(row[k] for k in keys), []).append(i)
-    gone: set[int] = set()
-    added: list[dict[str, Any]] = []
-    for change in changes:
-        op, expect = change[OP_COLUMN], change[EXPECT_COLUMN]
-        hits = [i for i in where.get(tuple(change[k] for k in keys), [])
-                if i not in gone and match(rows[i], change)]
-        if not hits:
-            if expect is not None:
-                raise StaleRead(f"{change[keys[0]]} (expected, not found)")
-            if op == "upsert":
-                added.append({c: change.get(c) for c in columns})
-            continue
-        for i in hits:
-            if op == DELETE_IF:
-                if delete_if(rows[i], change):
-                    gone.add(i)
-            elif expect is None or rows[i][_VERSION] != expect:
-                raise StaleRead(f"{change[keys[0]]} (changed since read)")
-            elif op == "delete":
-                gone.add(i)
-            elif op == "upsert":
-                rows[i] = {c: change.get(c) for c in columns}
-    return [row for i, row in enumerate(rows) if i not in gone] + added
-
-
-def retry_conflicts(
-    operation: Callable[[], T],
-    *,
-    what: str,
-    attempts: int = 8,
-    base_delay: float = 0.05,
-) -> T:
-    """Run ``operation`` until it commits, at most ``attempts`` times; between attempts back
-    off with jitter. Counting attempts, not seconds, means one slow attempt cannot use up
-    the budget of the others. The operation must re-read what it depends on each time.
-    """
-    for attempt in range(1, attempts + 1):
-        try:
-            return operation()
-        except RETRYABLE as exc:
-            note_conflict(what, exc)
-            if attempt == attempts:
-                raise StorageConflictError(
-                    f"{what} conflicted with concurrent writers {attempts} times; last: "
-                    f"{exc.__class__.__name__}") from exc
-            delay = min(2.0, base_delay * (2 ** min(attempt, 6)))
-            time.sleep(delay * (0.5 + random.random()))
-    raise AssertionError("unreachable")
-
-
 @dataclass(frozen=True)
 class Table:
     """One Delta table by its path: every read and write of it goes through here."""
@@ -428,7 +221,7 @@ class Table:
     def sql_name(self) -> str:
         """The table in Spark SQL text (views, DML); a pinned handle's names its version."""
         pinned = "" if self.as_of is None else f" VERSION AS OF {int(self.as_of)}"
-        return _sql_name(self.path) + pinned
+        return sql_name(self.path) + pinned
 
     def at(self, version: int) -> Self:
         """This table as of ``version`` (Delta time travel), for reads only."""
@@ -545,7 +338,7 @@ class Table:
         from the rows' schema when there is none."""
         if not self.exists():
             rows.limit(0).write.format("delta").mode("append").save(self.path)
-        _merge(rows, self.path, condition, ["WHEN NOT MATCHED THEN INSERT *"])
+        merge_into(rows, self.path, condition, ["WHEN NOT MATCHED THEN INSERT *"])
 
     def delete(self, predicate: str) -> None:
         """Delete the rows ``predicate`` (SQL) selects."""

@@ -305,7 +305,7 @@ _SAME = "sha2(t.body, 256) = s.expected"  # the stored body is still the one rea
 def _retry_conflicts(operation: Callable[[], Any], attempts: int = 8) -> Any:
     """Re-run a document MERGE that lost a race with a concurrent writer; past the budget,
     the SDK's server-busy error (nothing was written)."""
-    from sbqueue.store.delta import DELTA_CONFLICTS  # imports Spark: only when needed
+    from sbqueue.store.guarded import DELTA_CONFLICTS  # imports Spark: only when needed
 
     for attempt in range(attempts):
         try:

@@ -159,7 +159,7 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
     """Both read the same head of partition 0 before either commits: one commits, the
     other's MERGE aborts (Delta conflict or the row-version guard); one lock stands."""
     from sbqueue.engine import receive as rx
-    from sbqueue.store.delta import RETRYABLE
+    from sbqueue.store.guarded import RETRYABLE
 
     admin.create_queue("race")
     queue = Namespace(namespace_root, spark).entity("race")

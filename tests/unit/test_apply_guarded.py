@@ -1,4 +1,4 @@
-"""``store.delta.apply_guarded``: the guarded MERGE's contract on rows held on the driver
+"""``store.guarded.apply_guarded``: the guarded MERGE's contract on rows held on the driver
 (decision 011, step 4). Pure logic, no Spark; the Spark MERGE's side of the same cases is
 ``tests/integration/test_driver_commits.py``."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sbqueue.store.delta import (
+from sbqueue.store.guarded import (
     ABSENT,
     DELETE_IF,
     EXPECT_COLUMN,
