@@ -45,6 +45,7 @@ from sbqueue.core.transitions import (
     deliverable,
 )
 from sbqueue.engine.columns import arrow_values, sequence_column
+from sbqueue.engine.inbox import FileRange
 from sbqueue.engine.receive import (
     MAX_INDEX,
     PENDING,
@@ -201,7 +202,9 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
     how = (ctx, limit, token, rule, lane)
     decided: _Decided | None = None
-    for reach in _reaches(limit, source.target) if start == end else [None]:
+    reaches = _reaches(limit, source.target, len(cursors), source.inbox.commit_ranges(end)
+                       if source.target is None else None) if start == end else [None]
+    for reach in reaches:
         decided = _decide(source, cursors, committed, (start, end), reach, how)
         if decided is None or decided[1]:
             break  # not readable here, or windows taken: the last reach read stands
@@ -223,39 +226,70 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
                  end == latest and reach is None, numbered)
 
 
-def _reaches(limit: int, target: str | None) -> list[_Reach | None]:
+def _reaches(limit: int, target: str | None, partitions: int,
+             ranges: dict[int, list[FileRange]] | None = None) -> list[Reach | None]:
     """How far a claim reading one commit reads each partition past its cursor, tried in
-    turn until one yields a window: twice what it may take; that, in the next Spark task's
-    block of batch indexes (``monotonically_increasing_id`` starts each task at ``task <<
-    33``); then all of it (None). A drain of one large send reads about what a round takes,
-    not all that is left, so its cost does not grow with the backlog. A topic's copies of
-    one message take ``1 << COPY_BITS`` indexes."""
+    turn until one yields a window: where the commit's files are known (``ranges``), to the
+    end of the file where a fair share of twice what it may take is reached (a window may
+    then run on into the next Spark task's rows); twice what it may take, in batch indexes;
+    that, in the next Spark task's block of batch indexes (``monotonically_increasing_id``
+    starts each task at ``task << 33``); then all of it (None). A drain of one large send
+    reads about what a round takes, not all that is left, so its cost does not grow with
+    the backlog. A topic's copies of one message take ``1 << COPY_BITS`` indexes."""
     shift = COPY_BITS if target is not None else 0
-    return [_Reach(2 * limit << shift, 0), _Reach(2 * limit << shift, _TASK_BITS + shift), None]
+    by_files: list[Reach | None] = [] if ranges is None else [
+        FileReach(ranges, -(-2 * limit // max(partitions, 1)))]
+    return [*by_files, IndexReach(2 * limit << shift, 0),
+            IndexReach(2 * limit << shift, _TASK_BITS + shift), None]
 
 
 _TASK_BITS = 33  # a send's batch indexes: the Spark task in the bits above (engine.send)
 
 
 @dataclass(frozen=True)
-class _Reach:
+class IndexReach:
     """A bound on a partition's head read: ``width`` indexes past its cursor, or, with
     ``block`` bits, past the start of the block after the cursor's."""
 
     width: int
     block: int
 
-    def bound(self, position: int) -> int:
+    def bound(self, partition: int, position: int) -> int:
         if not self.block:
             return position + self.width
         return ((max(position, 0) >> self.block) + 1 << self.block) + self.width
+
+
+@dataclass(frozen=True)
+class FileReach:
+    """A bound on a partition's head read from the files its commit added: up to the end
+    of the file where ``rows`` of the partition's rows after the cursor are reached (a
+    file the cursor cuts counts whole). Any bound reads a prefix of the partition's rows
+    (the filter takes every row up to it); this one reads about ``rows`` of them, across
+    Spark tasks' blocks of batch indexes where a send grouped them (``engine.send``)."""
+
+    ranges: dict[int, list[FileRange]]
+    rows: int
+
+    def bound(self, partition: int, position: int) -> int:
+        taken, bound = 0, position
+        for _, high, count in self.ranges.get(partition, []):
+            if high <= position:
+                continue
+            taken, bound = taken + count, max(bound, high)
+            if taken >= self.rows:
+                break
+        return bound
+
+
+Reach = IndexReach | FileReach
 
 
 _Decided = tuple[pa.Table, list["ForwardWindow"], bool, pa.Table]
 
 
 def _decide(source: Entity, cursors: list[Cursor], committed: set[str],
-            versions: tuple[int, int], reach: _Reach | None, how: tuple[Any, ...]
+            versions: tuple[int, int], reach: Reach | None, how: tuple[Any, ...]
             ) -> _Decided | None:
     """The head read after ``cursors`` (each partition up to ``reach`` past its
     cursor, where given: a prefix of its rows) and the windows decided over it; None:
@@ -272,7 +306,7 @@ def _decide(source: Entity, cursors: list[Cursor], committed: set[str],
     return head, windows, stopped, numbered
 
 
-def _head_filter(cursors: list[Cursor], end: int, reach: _Reach | None = None) -> str:
+def _head_filter(cursors: list[Cursor], end: int, reach: Reach | None = None) -> str:
     """The head rows a claim reading up to version ``end`` may take, as a filter that
     prunes files: a cursor in that last version skips the rows before it (a drain of one
     large send reads what is left of it, not all of it) and, given ``reach``, the rows
@@ -281,7 +315,8 @@ def _head_filter(cursors: list[Cursor], end: int, reach: _Reach | None = None) -
         mine = f"partition_id = {c.partition}"
         if c.version != end:
             return mine
-        upto = "" if reach is None else f" AND batch_index <= {reach.bound(c.position)}"
+        upto = "" if reach is None else (
+            f" AND batch_index <= {reach.bound(c.partition, c.position)}")
         return f"({mine} AND batch_index > {c.position}{upto})"
     return " OR ".join(one(c) for c in cursors)
 

@@ -22,7 +22,9 @@ from sbqueue.store.delta import Table
 from sbqueue.store.documents import local_path
 from sbqueue.store.tracked import Unsupported, append_tracked, arrow_schema
 
-__all__ = ["COMMIT_VERSION", "Inbox"]
+__all__ = ["COMMIT_VERSION", "FileRange", "Inbox"]
+
+FileRange = driver.FileRange  # (lowest, highest batch index, rows) of one data file
 
 # The commit that appended a row (Delta row tracking): the inbox's commit order.
 COMMIT_VERSION = "_metadata.row_commit_version"
@@ -82,6 +84,11 @@ class Inbox(Table):
         except (OSError, ValueError, DeltaError) as exc:
             log.debug("transaction lookup fell back: %r", exc)
             return False
+
+    def commit_ranges(self, version: int) -> dict[int, list[FileRange]] | None:
+        """Per partition, the batch-index range and row count of each file commit
+        ``version`` added (its log entry, no data read); None where not told here."""
+        return driver.commit_ranges(self.path, version, "partition_id", "batch_index")
 
     def of_send(self, send_id: str) -> DataFrame:
         """The rows one send appended."""

@@ -16,8 +16,10 @@ None and the caller reads through Spark, which is always correct.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
+import json
 import logging
 import os
 import random
@@ -37,9 +39,10 @@ from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "append", "appended", "appended_table",
-           "commits_enabled", "committed_at", "enabled", "file_stats", "files_by_partition",
-           "history", "marked", "pin", "scan", "tagged_version"]
+__all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "append", "appended",
+           "appended_table", "commit_ranges", "commits_enabled", "committed_at", "enabled",
+           "file_stats", "files_by_partition", "history", "marked", "pin", "scan",
+           "tagged_version"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
@@ -397,6 +400,42 @@ def file_stats(path: str, column: str) -> tuple[int, Any] | None:
         return None
     return int(pc.sum(actions.column("num_records")).as_py()), pc.max(
         actions.column(largest)).as_py()
+
+
+FileRange = tuple[int, int, int]  # (lowest, highest, rows) of one data file's column
+
+
+def commit_ranges(path: str, version: int, partition: str, column: str
+                  ) -> dict[int, list[FileRange]] | None:
+    """Per value of the integer ``partition`` column, the files commit ``version`` added:
+    each one's range of ``column`` and its row count, from the commit's add actions (one
+    log file, no data file read), lowest first; None when it cannot be told here (not
+    local, the log file gone, a file without statistics)."""
+    if not enabled(path):
+        return None
+    return _commit_ranges(str(local_path(path)), version, partition, column)
+
+
+@functools.lru_cache(maxsize=32)  # a commit file never changes once written
+def _commit_ranges(folder: str, version: int, partition: str, column: str
+                   ) -> dict[int, list[FileRange]] | None:
+    found: dict[int, list[FileRange]] = {}
+    try:
+        with open(os.path.join(folder, "_delta_log", f"{version:020d}.json")) as log_file:
+            for line in log_file:
+                add = json.loads(line).get("add")
+                if add is None:
+                    continue
+                stats = json.loads(add.get("stats") or "{}")
+                low, high = (stats.get(k, {}).get(column) for k in ("minValues", "maxValues"))
+                if low is None or high is None or "numRecords" not in stats:
+                    return None
+                found.setdefault(int(add["partitionValues"][partition]), []).append(
+                    (int(low), int(high), int(stats["numRecords"])))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.debug("commit ranges not read here: %r", exc)
+        return None
+    return {p: sorted(ranges) for p, ranges in found.items()}
 
 
 def tagged_version(path: str, tag: str, depth: int = 1000) -> int | None:

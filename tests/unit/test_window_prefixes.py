@@ -8,7 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbqueue.engine.forward_window import _head_filter, _prefixes, _reaches
+from sbqueue.engine.forward_window import (
+    FileReach,
+    IndexReach,
+    _head_filter,
+    _prefixes,
+    _reaches,
+)
 from sbqueue.engine.receive import Cursor
 from sbqueue.engine.schema import COPY_BITS
 
@@ -56,15 +62,35 @@ def test_a_claim_over_one_commit_reads_a_span_then_the_next_task_block_then_all(
     """Decision 018: a claim whose cursors are all in one commit reads each partition only
     a span past its cursor; a Spark send's next task starts its indexes at ``task << 33``,
     so the second reach is a span into the next block; the last reads all that is left."""
-    first, block, everything = _reaches(1_000, None)
+    first, block, everything = _reaches(1_000, None, 16)
     assert first is not None and block is not None
-    assert (first.bound(4_999), block.bound(4_999), everything) == (6_999, (1 << 33) + 2_000,
-                                                                    None)
-    assert block.bound((1 << 33) + 5) == (2 << 33) + 2_000
-    topic_first, _, _ = _reaches(1_000, "sub")
+    assert (first.bound(0, 4_999), block.bound(0, 4_999), everything) == (
+        6_999, (1 << 33) + 2_000, None)
+    assert block.bound(0, (1 << 33) + 5) == (2 << 33) + 2_000
+    topic_first, _, _ = _reaches(1_000, "sub", 16)
     assert topic_first is not None
-    assert topic_first.bound(0) == 2_000 << COPY_BITS  # a message's copies take 4096 indexes
+    assert topic_first.bound(0, 0) == 2_000 << COPY_BITS  # a message's copies take 4096 indexes
     cursors = [Cursor(0, 7, 10, 3, 1), Cursor(1, 6, 2, 1, 1)]
     assert _head_filter(cursors, 7, first) == (
         "(partition_id = 0 AND batch_index > 10 AND batch_index <= 2010) OR partition_id = 1")
     assert _head_filter(cursors, 7) == "(partition_id = 0 AND batch_index > 10) OR partition_id = 1"
+
+
+def test_a_claim_reads_to_the_end_of_the_file_where_its_share_is_reached() -> None:
+    """Decision 018 (2026-11-28): where the commit's files are known, a partition is read
+    up to the end of the file where its share (twice the claim's limit over its
+    partitions) is reached, on into the next Spark task's block where its rows are there,
+    so that one claim can fill a round whose windows cross a block."""
+    task1 = 1 << 33
+    ranges = {3: [(100, 199, 100), (200, 299, 100), (task1, task1 + 99, 100)],
+              5: [(0, 49, 50)]}
+    by_files, *_ = _reaches(200, None, 2, ranges)  # a share of 200 rows a partition
+    assert isinstance(by_files, FileReach)
+    assert by_files.bound(3, 99) == 299  # two files of 100 rows
+    assert by_files.bound(3, 250) == task1 + 99  # the cut file counts whole: on to task 1
+    assert by_files.bound(5, -1) == 49  # all its rows are fewer than its share
+    assert by_files.bound(5, 49) == 49  # nothing after the cursor: no row read
+    assert by_files.bound(7, 10) == 10  # a partition the commit did not write
+    assert _head_filter([Cursor(3, 7, 250, 1, 1)], 7, by_files) == (
+        f"(partition_id = 3 AND batch_index > 250 AND batch_index <= {task1 + 99})")
+    assert _reaches(200, None, 2)[0] == IndexReach(400, 0)  # files unknown: by indexes
