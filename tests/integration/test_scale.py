@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sbqueue.engine import Namespace
-from sbqueue.store import delta, driver
+from sbqueue.store import driver, guarded
 from sbqueue.store.delta import latest_version
 
 pytestmark = pytest.mark.spark
@@ -116,7 +116,7 @@ def test_s5_2_a_slow_commit_does_not_eat_the_lock(admin, spark, namespace_root,
 
     # a receive commits on the driver (a rewrite) or, failing that, in a Spark MERGE
     monkeypatch.setattr(driver.Pinned, "rewrite", slowed(driver.Pinned.rewrite))
-    monkeypatch.setattr(delta, "_merge", slowed(delta._merge))
+    monkeypatch.setattr(guarded, "merge_into", slowed(guarded.merge_into))
     for attempt in range(2):
         called = datetime.now(timezone.utc)
         got = queue.receive_dataframe(1).collect()
