@@ -188,11 +188,11 @@ def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] 
         queues.append(queue)
     warm = _queue(spark, root, "bulk-warm-up", True)  # as the raw append, a drain warms
     warm.send_dataframe(rows.limit(min(count, 200_000)))  # up first (JIT, plan caches)
-    _drain(warm, min(batches))
+    _drain_rounds(warm, min(batches))
     drains = {}
     for queue, batch in zip(queues, batches, strict=False):
         baseline()
-        drains[batch] = _drain(queue, batch)
+        drains[batch] = _drain_rounds(queue, batch)
     baseline()
     med = {k: round(median(v), 2) for k, v in times.items()}
     raw_rate = count / med["raw_append"]
@@ -204,7 +204,7 @@ def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] 
                           for b, (n, s) in drains.items()}}}
 
 
-def _drain(queue: Any, batch: int) -> tuple[int, float]:
+def _drain_rounds(queue: Any, batch: int) -> tuple[int, float]:
     """(messages, seconds) of draining ``queue`` ``batch`` messages a round: each round's
     frame is read whole (materialized), then that frame is completed."""
     drained, start = 0, time.perf_counter()

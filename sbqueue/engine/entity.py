@@ -628,8 +628,10 @@ class Entity:
         return with_bodies(self.inbox, result)
 
     def sequence_numbers(self, send_id: str) -> list[int]:
-        """The sequence numbers of the messages one send stored, in send order (S3.4): from
-        the heads of its partitions (``engine.numbers``), else from the view."""
+        """The sequence numbers of the messages one send stored, in batch-index order: send
+        order for a send made ``in_send_order`` (the client's and a transaction's, S3.4),
+        grouped by partition for another DataFrame send. From the heads of its partitions
+        (``engine.numbers``), else from the view."""
         if self.dedupe is None and self.target is None:
             found = send_numbers(self.inbox, self.ledger, send_id)
             if found is not None:

@@ -202,8 +202,9 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
     how = (ctx, limit, token, rule, lane)
     decided: _Decided | None = None
-    reaches = _reaches(limit, source.target, len(cursors), source.inbox.commit_ranges(end)
-                       if source.target is None else None) if start == end else [None]
+    reaches = _reaches(limit, source.target, {c.partition for c in cursors},
+                       source.inbox.commit_ranges(end) if source.target is None else None
+                       ) if start == end else [None]
     for reach in reaches:
         decided = _decide(source, cursors, committed, (start, end), reach, how)
         if decided is None or decided[1]:
@@ -226,19 +227,21 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
                  end == latest and reach is None, numbered)
 
 
-def _reaches(limit: int, target: str | None, partitions: int,
+def _reaches(limit: int, target: str | None, partitions: set[int],
              ranges: dict[int, list[FileRange]] | None = None) -> list[Reach | None]:
     """How far a claim reading one commit reads each partition past its cursor, tried in
     turn until one yields a window: where the commit's files are known (``ranges``), to the
-    end of the file where a fair share of twice what it may take is reached (a window may
-    then run on into the next Spark task's rows); twice what it may take, in batch indexes;
+    end of the file where its share of twice what it may take is reached (shared by the
+    partitions the commit wrote; a window may then run on into the next Spark task's
+    rows); twice what it may take, in batch indexes;
     that, in the next Spark task's block of batch indexes (``monotonically_increasing_id``
     starts each task at ``task << 33``); then all of it (None). A drain of one large send
     reads about what a round takes, not all that is left, so its cost does not grow with
     the backlog. A topic's copies of one message take ``1 << COPY_BITS`` indexes."""
     shift = COPY_BITS if target is not None else 0
+    written = len(partitions & ranges.keys()) if ranges is not None else 0
     by_files: list[Reach | None] = [] if ranges is None else [
-        FileReach(ranges, -(-2 * limit // max(partitions, 1)))]
+        FileReach(ranges, -(-2 * limit // max(written, 1)))]
     return [*by_files, IndexReach(2 * limit << shift, 0),
             IndexReach(2 * limit << shift, _TASK_BITS + shift), None]
 
@@ -262,21 +265,27 @@ class IndexReach:
 
 @dataclass(frozen=True)
 class FileReach:
-    """A bound on a partition's head read from the files its commit added: up to the end
-    of the file where ``rows`` of the partition's rows after the cursor are reached (a
-    file the cursor cuts counts whole). Any bound reads a prefix of the partition's rows
-    (the filter takes every row up to it); this one reads about ``rows`` of them, across
-    Spark tasks' blocks of batch indexes where a send grouped them (``engine.send``)."""
+    """A bound on a partition's head read from the files its commit added: where
+    ``rows`` of the partition's rows after the cursor are reached, counting whole files,
+    except in a file of consecutive batch indexes (a send grouped by partition,
+    ``engine.send``), where the bound stops at the row that reaches them. Any bound reads
+    a prefix of the partition's rows (the filter takes every row up to it); this one
+    reads about ``rows`` of them, on across Spark tasks' blocks of batch indexes."""
 
     ranges: dict[int, list[FileRange]]
     rows: int
 
     def bound(self, partition: int, position: int) -> int:
         taken, bound = 0, position
-        for _, high, count in self.ranges.get(partition, []):
+        for low, high, count in self.ranges.get(partition, []):
             if high <= position:
                 continue
-            taken, bound = taken + count, max(bound, high)
+            if high - low + 1 == count:  # consecutive: the rows after the cursor are known
+                start = max(low, position + 1)
+                last = min(high, start + (self.rows - taken) - 1)
+                taken, bound = taken + last - start + 1, max(bound, last)
+            else:
+                taken, bound = taken + count, max(bound, high)
             if taken >= self.rows:
                 break
         return bound

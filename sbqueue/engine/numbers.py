@@ -27,7 +27,8 @@ Position = tuple[int, int]  # (commit version, batch index): an inbox row's plac
 
 
 def send_numbers(inbox: Inbox, ledger: Ledger, send_id: str) -> list[int] | None:
-    """The numbers of the messages of send ``send_id`` in send order, or None when they
+    """The numbers of the messages of send ``send_id`` in batch-index order (send order
+    for a send made in send order, ``Entity.send_dataframe``), or None when they
     cannot be told this way (a passed row without a ledger row). Not for entities that
     detect duplicates: a duplicate gets no number, and only the view knows which. Each read
     is made on the driver where the entity is local (no Spark job), else with Spark."""

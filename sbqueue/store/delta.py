@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 
-
 def create_table(
     spark: SparkSession,
     path: str,

@@ -62,12 +62,12 @@ def test_a_claim_over_one_commit_reads_a_span_then_the_next_task_block_then_all(
     """Decision 018: a claim whose cursors are all in one commit reads each partition only
     a span past its cursor; a Spark send's next task starts its indexes at ``task << 33``,
     so the second reach is a span into the next block; the last reads all that is left."""
-    first, block, everything = _reaches(1_000, None, 16)
+    first, block, everything = _reaches(1_000, None, set(range(16)))
     assert first is not None and block is not None
     assert (first.bound(0, 4_999), block.bound(0, 4_999), everything) == (
         6_999, (1 << 33) + 2_000, None)
     assert block.bound(0, (1 << 33) + 5) == (2 << 33) + 2_000
-    topic_first, _, _ = _reaches(1_000, "sub", 16)
+    topic_first, _, _ = _reaches(1_000, "sub", set(range(16)))
     assert topic_first is not None
     assert topic_first.bound(0, 0) == 2_000 << COPY_BITS  # a message's copies take 4096 indexes
     cursors = [Cursor(0, 7, 10, 3, 1), Cursor(1, 6, 2, 1, 1)]
@@ -84,7 +84,7 @@ def test_a_claim_reads_to_the_end_of_the_file_where_its_share_is_reached() -> No
     task1 = 1 << 33
     ranges = {3: [(100, 199, 100), (200, 299, 100), (task1, task1 + 99, 100)],
               5: [(0, 49, 50)]}
-    by_files, *_ = _reaches(200, None, 2, ranges)  # a share of 200 rows a partition
+    by_files, *_ = _reaches(200, None, {3, 5, 9, 11}, ranges)  # 2 written: 200 rows each
     assert isinstance(by_files, FileReach)
     assert by_files.bound(3, 99) == 299  # two files of 100 rows
     assert by_files.bound(3, 250) == task1 + 99  # the cut file counts whole: on to task 1
@@ -93,4 +93,15 @@ def test_a_claim_reads_to_the_end_of_the_file_where_its_share_is_reached() -> No
     assert by_files.bound(7, 10) == 10  # a partition the commit did not write
     assert _head_filter([Cursor(3, 7, 250, 1, 1)], 7, by_files) == (
         f"(partition_id = 3 AND batch_index > 250 AND batch_index <= {task1 + 99})")
-    assert _reaches(200, None, 2)[0] == IndexReach(400, 0)  # files unknown: by indexes
+    assert _reaches(200, None, {3, 5})[0] == IndexReach(400, 0)  # files unknown: by indexes
+
+
+def test_a_file_of_consecutive_indexes_is_read_only_as_far_as_the_share() -> None:
+    """A grouped send's file holds consecutive batch indexes, so the bound can stop inside
+    it: a task of millions of rows a partition is read a share's worth, not whole (the
+    driver's read cap). A file of scattered indexes counts whole."""
+    grouped = FileReach({1: [(0, 4_999_999, 5_000_000)]}, 100)
+    assert grouped.bound(1, 10) == 110
+    assert grouped.bound(1, -1) == 99
+    scattered = FileReach({1: [(0, 999, 10), (2_000, 2_999, 10)]}, 15)
+    assert scattered.bound(1, 500) == 2_999  # the cut file counts whole: 10, then 20
