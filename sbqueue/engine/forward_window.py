@@ -202,7 +202,7 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
     rule = window_forwardable(ctx) if lane == Lane.TRANSFER else deliverable(ctx)
     how = (ctx, limit, token, rule, lane)
     decided: _Decided | None = None
-    reaches = _reaches(limit, source.target, {c.partition for c in cursors},
+    reaches = _reaches(limit, source.target, {c.partition: c.position for c in cursors},
                        source.inbox.commit_ranges(end) if source.target is None else None
                        ) if start == end else [None]
     for reach in reaches:
@@ -227,21 +227,22 @@ def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
                  end == latest and reach is None, numbered)
 
 
-def _reaches(limit: int, target: str | None, partitions: set[int],
+def _reaches(limit: int, target: str | None, positions: dict[int, int],
              ranges: dict[int, list[FileRange]] | None = None) -> list[Reach | None]:
     """How far a claim reading one commit reads each partition past its cursor, tried in
     turn until one yields a window: where the commit's files are known (``ranges``), to the
-    end of the file where its share of twice what it may take is reached (shared by the
-    partitions the commit wrote; a window may then run on into the next Spark task's
-    rows); twice what it may take, in batch indexes;
+    point where its share of twice what it may take is reached (shared by the partitions
+    with rows of the commit left after their cursors, ``positions``; a window may then
+    run on into the next Spark task's rows); twice what it may take, in batch indexes;
     that, in the next Spark task's block of batch indexes (``monotonically_increasing_id``
     starts each task at ``task << 33``); then all of it (None). A drain of one large send
     reads about what a round takes, not all that is left, so its cost does not grow with
     the backlog. A topic's copies of one message take ``1 << COPY_BITS`` indexes."""
     shift = COPY_BITS if target is not None else 0
-    written = len(partitions & ranges.keys()) if ranges is not None else 0
+    left = 0 if ranges is None else sum(
+        1 for p, at in positions.items() if any(high > at for _, high, _ in ranges.get(p, [])))
     by_files: list[Reach | None] = [] if ranges is None else [
-        FileReach(ranges, -(-2 * limit // max(written, 1)))]
+        FileReach(ranges, -(-2 * limit // max(left, 1)))]
     return [*by_files, IndexReach(2 * limit << shift, 0),
             IndexReach(2 * limit << shift, _TASK_BITS + shift), None]
 

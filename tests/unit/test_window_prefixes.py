@@ -62,12 +62,12 @@ def test_a_claim_over_one_commit_reads_a_span_then_the_next_task_block_then_all(
     """Decision 018: a claim whose cursors are all in one commit reads each partition only
     a span past its cursor; a Spark send's next task starts its indexes at ``task << 33``,
     so the second reach is a span into the next block; the last reads all that is left."""
-    first, block, everything = _reaches(1_000, None, set(range(16)))
+    first, block, everything = _reaches(1_000, None, dict.fromkeys(range(16), 0))
     assert first is not None and block is not None
     assert (first.bound(0, 4_999), block.bound(0, 4_999), everything) == (
         6_999, (1 << 33) + 2_000, None)
     assert block.bound(0, (1 << 33) + 5) == (2 << 33) + 2_000
-    topic_first, _, _ = _reaches(1_000, "sub", set(range(16)))
+    topic_first, _, _ = _reaches(1_000, "sub", dict.fromkeys(range(16), 0))
     assert topic_first is not None
     assert topic_first.bound(0, 0) == 2_000 << COPY_BITS  # a message's copies take 4096 indexes
     cursors = [Cursor(0, 7, 10, 3, 1), Cursor(1, 6, 2, 1, 1)]
@@ -84,7 +84,10 @@ def test_a_claim_reads_to_the_end_of_the_file_where_its_share_is_reached() -> No
     task1 = 1 << 33
     ranges = {3: [(100, 199, 100), (200, 299, 100), (task1, task1 + 99, 100)],
               5: [(0, 49, 50)]}
-    by_files, *_ = _reaches(200, None, {3, 5, 9, 11}, ranges)  # 2 written: 200 rows each
+    by_files, *_ = _reaches(200, None, {3: 99, 5: -1, 9: 0, 11: 0}, ranges)  # 2 with rows
+    assert isinstance(by_files, FileReach) and by_files.rows == 200
+    drained, *_ = _reaches(200, None, {3: 99, 5: 49}, ranges)  # partition 5 has none left
+    assert isinstance(drained, FileReach) and drained.rows == 400
     assert isinstance(by_files, FileReach)
     assert by_files.bound(3, 99) == 299  # two files of 100 rows
     assert by_files.bound(3, 250) == task1 + 99  # the cut file counts whole: on to task 1
@@ -93,7 +96,7 @@ def test_a_claim_reads_to_the_end_of_the_file_where_its_share_is_reached() -> No
     assert by_files.bound(7, 10) == 10  # a partition the commit did not write
     assert _head_filter([Cursor(3, 7, 250, 1, 1)], 7, by_files) == (
         f"(partition_id = 3 AND batch_index > 250 AND batch_index <= {task1 + 99})")
-    assert _reaches(200, None, {3, 5})[0] == IndexReach(400, 0)  # files unknown: by indexes
+    assert _reaches(200, None, {3: 0, 5: 0})[0] == IndexReach(400, 0)  # files unknown
 
 
 def test_a_file_of_consecutive_indexes_is_read_only_as_far_as_the_share() -> None:
