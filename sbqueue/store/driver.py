@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -38,6 +39,7 @@ from pyspark.sql.types import VariantVal
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
+from sbqueue.store.logfiles import commit_actions, commit_file
 
 __all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "append", "appended",
            "appended_table", "commit_ranges", "commits_enabled", "committed_at", "enabled",
@@ -263,7 +265,7 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
 
 def _feed_holds(path: str, after_version: int) -> bool:
     """Whether the log still holds the commit after ``after_version`` (its change feed)."""
-    return (local_path(path) / "_delta_log" / f"{after_version + 1:020d}.json").exists()
+    return commit_file(local_path(path) / "_delta_log", after_version + 1).exists()
 
 
 def _changes(path: str, after_version: int, up_to_version: int, wanted: list[str],
@@ -421,17 +423,16 @@ def _commit_ranges(folder: str, version: int, partition: str, column: str
                    ) -> dict[int, list[FileRange]] | None:
     found: dict[int, list[FileRange]] = {}
     try:
-        with open(os.path.join(folder, "_delta_log", f"{version:020d}.json")) as log_file:
-            for line in log_file:
-                add = json.loads(line).get("add")
-                if add is None:
-                    continue
-                stats = json.loads(add.get("stats") or "{}")
-                low, high = (stats.get(k, {}).get(column) for k in ("minValues", "maxValues"))
-                if low is None or high is None or "numRecords" not in stats:
-                    return None
-                found.setdefault(int(add["partitionValues"][partition]), []).append(
-                    (int(low), int(high), int(stats["numRecords"])))
+        for action in commit_actions(Path(folder) / "_delta_log", version):
+            add = action.get("add")
+            if add is None:
+                continue
+            stats = json.loads(add.get("stats") or "{}")
+            low, high = (stats.get(k, {}).get(column) for k in ("minValues", "maxValues"))
+            if low is None or high is None or "numRecords" not in stats:
+                return None
+            found.setdefault(int(add["partitionValues"][partition]), []).append(
+                (int(low), int(high), int(stats["numRecords"])))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.debug("commit ranges not read here: %r", exc)
         return None

@@ -47,7 +47,7 @@ from pyspark.sql.types import (
 )
 
 from sbqueue.store import deadline, driver
-from sbqueue.store.logfiles import publish
+from sbqueue.store.logfiles import commit_actions, commit_file, publish
 
 __all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema"]
 
@@ -98,7 +98,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
             return version + 1
         latest = _latest(log)
         for between in range(version + 1, latest + 1):  # every commit we lost to
-            actions = _actions(log, between)
+            actions = commit_actions(log, between)
             _check_unchanged(log, between, actions)
             if once is not None and any(_carries(a.get("txn"), once) for a in actions):
                 return None  # the same batch, committed by someone else
@@ -155,11 +155,6 @@ def _latest(log: Path) -> int:
     return max(versions)
 
 
-def _actions(log: Path, version: int) -> list[dict[str, Any]]:
-    with open(log / f"{version:020d}.json", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def _check_protocol(log: Path) -> None:
     """Refuse a table whose writer features this module does not honour (read from this
     thread's table of it, brought up to date: no full log replay per send)."""
@@ -178,9 +173,9 @@ def _high_water_mark(log: Path, version: int) -> int:
     floor = max((int(n.name[:20]) for n in log.glob("*.checkpoint*.parquet")
                  if n.name[:20].isdigit() and int(n.name[:20]) <= version), default=-1)
     for v in range(version, floor, -1):
-        if not (log / f"{v:020d}.json").exists():
+        if not commit_file(log, v).exists():
             raise Unsupported(f"{log}: commit {v} is not in the log")
-        for action in _actions(log, v):
+        for action in commit_actions(log, v):
             domain = action.get("domainMetadata")
             if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
                 return int(json.loads(domain["configuration"])["rowIdHighWaterMark"])
