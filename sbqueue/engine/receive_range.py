@@ -103,11 +103,17 @@ def stated_spans(batch: DataFrame) -> dict[Key, Span] | None:
 def _spans_of_windows(windows: list[ForwardWindow]) -> dict[Key, Span]:
     """What ``frame_spans`` finds in the rows of ``windows``: per (partition, token) their
     count, lowest and highest number."""
+    return {k: Span(sum(w.count for w in held), min(w.sequence_numbers[0] for w in held),
+                    max(w.sequence_numbers[-1] for w in held))
+            for k, held in _keyed(windows).items()}
+
+
+def _keyed(windows: Iterable[ForwardWindow]) -> dict[Key, list[ForwardWindow]]:
+    """``windows`` by (partition, lock token): one receive's ranges of a partition."""
     keyed: dict[Key, list[ForwardWindow]] = {}
     for w in windows:
         keyed.setdefault((w.partition, w.token), []).append(w)
-    return {k: Span(sum(w.count for w in held), min(w.sequence_numbers[0] for w in held),
-                    max(w.sequence_numbers[-1] for w in held)) for k, held in keyed.items()}
+    return keyed
 
 
 _CLAIMS = 3  # claims one receive makes at most (each one commit)
@@ -209,10 +215,7 @@ def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: dateti
               if (w.partition, w.token) in asked]
     if not ranges:
         return SettleResult(), set()
-    keys: dict[Key, list[ForwardWindow]] = {}
-    for w in ranges:
-        keys.setdefault((w.partition, w.token), []).append(w)
-    whole = [w for key, held in keys.items() if kind == "complete"
+    whole = [w for key, held in _keyed(ranges).items() if kind == "complete"
              and all(w.lease_until > now for w in held) and asked[key].covers(held)
              for w in held]
     rest = [w for w in ranges if w not in whole]

@@ -265,7 +265,7 @@ def prepare_send(df: DataFrame, props: QueueProperties | TopicProperties,
                  forwarded: bool = False, by_partition: bool = False) -> DataFrame:
     """The inbox rows for ``df``: defaults, validation (raising in the job), expiry, routing
     around the ``fenced`` partitions. ``forwarded``: ``df`` is a forwarding step's and
-    carries the CARRIED columns. ``by_partition``: ``by_partition`` applied."""
+    carries the CARRIED columns. ``by_partition``: ``grouped_by_partition`` applied."""
     _check_columns(df, forwarded)
     # Two steps: the message fields first (a generated message id is drawn once there),
     # then the checks and stamps over those columns. In one step the generated id and the
