@@ -13,6 +13,7 @@ locks are the session's.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections import deque
@@ -49,7 +50,9 @@ __all__ = ["ServiceBusReceiver"]
 
 MAX_PEEK = 250  # S9.3
 MAX_DELETE = 4000  # S5.7: messages one batch delete removes at most
-_IDLE_SLEEP = (0.2, 2.0)  # first and longest pause between empty receives
+# First and longest pause between empty looks: an idle receiver looks at most twice a
+# second, and a message sent to it waits at most half a second for the next look.
+_IDLE_SLEEP = (0.05, 0.5)
 
 
 class ServiceBusReceiver:
@@ -143,7 +146,12 @@ class ServiceBusReceiver:
         if count < 1:
             raise InvalidOperationError(f"max_message_count is {count}; at least 1 (S5.4)")
         wait = self._max_wait_time if max_wait_time is None else max_wait_time
-        deadline = time.monotonic() + (wait or 0.0)
+        return self._receive(count, time.monotonic() + (wait or 0.0))
+
+    def _receive(self, count: int, deadline: float) -> list[ServiceBusReceivedMessage]:
+        """Look, and while nothing is there pause and look again until ``deadline``
+        (``math.inf``: until a message comes). Each pause doubles up to the longest, so an
+        idle receiver costs little, yet a new message waits at most that long."""
         pause = _IDLE_SLEEP[0]
         with self._lock:
             while True:
@@ -159,13 +167,15 @@ class ServiceBusReceiver:
                 pause = min(pause * 2, _IDLE_SLEEP[1])
 
     def __iter__(self) -> Iterator[ServiceBusReceivedMessage]:
-        """Messages one by one; stops after ``max_wait_time`` idle when it is set."""
+        """Messages one by one; stops after ``max_wait_time`` idle when it is set, else waits
+        for the next message however long, pausing between looks (never spinning)."""
         while True:
-            got = self.receive_messages(1, self._max_wait_time)
+            if self._max_wait_time is None:
+                got = self._receive(1, math.inf)
+            else:
+                got = self.receive_messages(1, self._max_wait_time)
             if not got:
-                if self._max_wait_time is not None:
-                    return
-                continue
+                return
             yield got[0]
 
     # -- peek ------------------------------------------------------------------------------
