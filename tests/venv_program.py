@@ -3,12 +3,14 @@
 `.ci/wheel-check` runs it with ``PATH=/usr/bin:/bin`` and no ``VIRTUAL_ENV`` or
 ``PYSPARK_*`` variables (as pipx, cron, systemd, IDEs and Docker ``CMD`` start programs):
 everything that runs Python inside Spark's workers must find sbqueue there (issue 17).
-Keyed sends (routing UDF), a receive, a DataFrame job with a Python UDF and a topic send
-through a SQL filter. Prints ``venv-program: ok`` at the end; any failure exits non-zero.
+Keyed sends (routing UDF), a receive, a DataFrame job with a Python UDF, a topic send
+through a SQL filter and ``spark.read.format("sbqueue")`` with no ``register`` (issue 41).
+Prints ``venv-program: ok`` at the end; any failure exits non-zero.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pyspark.sql import functions as F
@@ -53,6 +55,11 @@ def main(folder: str) -> None:
                                 .alias("body"),
                                 F.concat(F.lit("c"), F.col("id") % 4).alias("session_id"))
     sent = orders.send_dataframe(df).count
+    # format("sbqueue") with no register(): Spark finds the wheel's pyspark_sbqueue module
+    # in the venv's site-packages by itself (issue 41)
+    read = (spark.read.format("sbqueue").option("namespace", os.path.abspath(folder))
+            .option("entity", "orders").load())
+    assert read.count() == orders.messages().count() >= 20, read.count()
     batch = orders.receive_dataframe(max_messages=100)
     done = orders.complete_dataframe(batch).settled
     assert sent == done == 20, (sent, done)

@@ -2,7 +2,9 @@
 
 Built on Spark's Python Data Source API, so it works on classic Spark and over Spark
 Connect alike. Its methods run in Python workers with no SparkSession: they use the
-engine's driver paths over a local (or mounted) namespace folder.
+engine's driver paths over a local (or mounted) namespace folder. Spark registers it by
+itself wherever sbqueue is installed, through the top-level ``pyspark_sbqueue`` module
+(issue 41); ``register`` does it for one session.
 """
 
 from __future__ import annotations
@@ -54,7 +56,13 @@ _registered: set[int] = set()
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("sbqueue")`` known to ``spark`` (once per session)."""
+    """Make ``format("sbqueue")`` known to ``spark`` (once per session).
+
+    Not needed where sbqueue is installed from its wheel: Spark finds the source itself
+    (the ``pyspark_sbqueue`` module) at its first data source lookup. This is for the
+    sessions that lookup missed: a JVM that looked before sbqueue was installed, or an
+    editable install that Spark's lookup does not see. Beside Spark's own registration it
+    is harmless: the session's registration is the one used."""
     if id(spark) in _registered:
         return
     spark.dataSource.register(SbqueueDataSource)

@@ -4,7 +4,8 @@
 runs ``sbqueue demo`` and ``tests/venv_program.py`` with ``PATH=/usr/bin:/bin`` and no
 ``VIRTUAL_ENV`` / ``PYSPARK_*``: keyed sends, a receive, a DataFrame job with a UDF and a
 topic send through a SQL filter all need Spark's Python workers to run the venv's
-interpreter, not the first ``python3`` on ``PATH``.
+interpreter, not the first ``python3`` on ``PATH``. The wheel holds ``pyspark_sbqueue.py``
+beside the package, and ``format("sbqueue")`` reads without ``register`` (issue 41).
 """
 
 from __future__ import annotations
