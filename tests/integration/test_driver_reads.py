@@ -161,3 +161,22 @@ def test_s10_1_s8_5_subscription_counts_on_the_driver_are_the_views(
         monkeypatch.delenv("SBQUEUE_DRIVER_READS")
         assert here == there and jobs == 0
         assert (here["active"], here["dead_letter"], here["scheduled"]) == (*expected, 0)
+
+
+def test_s5_3_a_ledgers_isolation_level_is_read_on_the_driver(spark, admin, namespace_root,
+                                                              monkeypatch) -> None:
+    """A client's first complete asks its ledger's isolation level (decision 011's
+    completion records): read from the log here, the answer Spark gives, and no Spark
+    statement (a first ``SHOW TBLPROPERTIES`` cost a loaded machine 27 s)."""
+    from sbqueue.store import delta
+
+    admin.create_queue("iso", enable_partitioning=True)
+    entity = Namespace(namespace_root, spark=spark).entity("iso")
+    expected = delta.isolation_level(spark, entity.ledger.path)
+    assert expected == "Serializable"
+
+    def refused(*_: object) -> str:
+        raise AssertionError("the isolation level was asked of Spark")
+
+    monkeypatch.setattr(delta, "isolation_level", refused)
+    assert entity.ledger.isolation_level() == expected
