@@ -95,12 +95,9 @@ class ServiceBusSender:
             raise MessageSizeExceededError(
                 f"{len(messages)} messages of {total} bytes in all exceed the batch limit of "
                 f"{self._batch_bytes} bytes; send them in several batches (S2.4)")
-        entity = self._entity
-        if isinstance(entity, Entity):  # a queue: on the driver where it can be
-            return entity.send_messages(to_outgoing(messages), total,
-                                        lambda: to_dataframe(entity.spark, messages)).send_id
-        return entity.send_dataframe(to_dataframe(entity.spark, messages),
-                                     incoming_bytes=total).send_id
+        entity = self._entity  # a queue or a topic: on the driver where it can be
+        return entity.send_messages(to_outgoing(messages), total,
+                                    lambda: to_dataframe(entity.spark, messages)).send_id
 
     @honours_timeout
     def send_messages(self, message: SendInput, **kwargs: Any) -> None:

@@ -17,13 +17,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
-from sbqueue.store import driver
+from sbqueue.store import driver, row_ids
 from sbqueue.store.delta import Table
 from sbqueue.store.documents import local_path
 from sbqueue.store.tracked import Unsupported, append_tracked, arrow_schema
 
-__all__ = ["COMMIT_VERSION", "FileRange", "Inbox"]
+__all__ = ["COMMIT_VERSION", "ROW_ID", "FileRange", "Inbox"]
 
+ROW_ID = row_ids.ROW_ID  # the key a row read on the driver holds its Delta row id under
 FileRange = driver.FileRange  # (lowest, highest batch index, rows) of one data file
 
 # The commit that appended a row (Delta row tracking): the inbox's commit order.
@@ -89,6 +90,21 @@ class Inbox(Table):
         """Per partition, the batch-index range and row count of each file commit
         ``version`` added (its log entry, no data read); None where not told here."""
         return driver.commit_ranges(self.path, version, "partition_id", "batch_index")
+
+    def send_rows_here(self, send_id: str, columns: list[str]) -> list[dict[str, Any]] | None:
+        """The rows send ``send_id`` appended (its commit carries the id), each with its row
+        id (``row_ids.ROW_ID``), read on the driver; None where not told here."""
+        version = self.tagged_here(send_id)
+        if version is None:
+            return None
+        rows = row_ids.commit_rows(self.path, version, columns)
+        return None if rows is None else [r for r in rows if r.get("send_id") == send_id]
+
+    def rows_by_id_here(self, partition: int, ids: list[int], columns: list[str]
+                        ) -> dict[int, dict[str, Any]] | None:
+        """The rows of ``partition`` with these row ids, by id (one held by no live file is
+        left out), read on the driver; None where not told here."""
+        return row_ids.rows_by_id(self.path, {"partition_id": partition}, ids, columns)
 
     def of_send(self, send_id: str) -> DataFrame:
         """The rows one send appended."""

@@ -12,8 +12,10 @@ their rows of the topic's inbox through their own ledgers (``owned_rows``).
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
@@ -27,15 +29,16 @@ from sbqueue.core.rules import RuleProperties
 from sbqueue.core.sequence import counter_of, partition_of, sequence_of
 from sbqueue.engine.columns import now_column
 from sbqueue.engine.fan_out_here import fan_out_rows
-from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.inbox import ROW_ID, Inbox
 from sbqueue.engine.quota import Quota
 from sbqueue.engine.reads import inbox_bound
 from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
 from sbqueue.engine.send import SendResult, send_dataframe
-from sbqueue.engine.send_small import Outgoing, commit_once, inbox_rows
+from sbqueue.engine.send_small import SMALL, Outgoing, commit_once, inbox_rows, result_of
 from sbqueue.engine.storage_guard import storage_guarded
+from sbqueue.engine.view_here import view_rows_here
 from sbqueue.exceptions import (
     MessageNotFoundError,
     MessagingEntityDisabledError,
@@ -180,6 +183,26 @@ class Topic:
 
         return commit_once(self.inbox, self.quota, self.name, app_id, version, rows_for)
 
+    def send_messages(self, messages: Sequence[Outgoing], incoming_bytes: int,
+                      as_dataframe: Callable[[], DataFrame]) -> SendResult:
+        """A client send: fanned out (``fan_out_here``) and committed on the driver where the
+        inbox is local and the send small, no Spark job; else ``as_dataframe()`` sent as a
+        DataFrame. The same rows either way (S15.2)."""
+        if len(messages) > SMALL or not self.inbox.commits_here():
+            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
+        self.check_status()
+        self.quota.check(incoming_bytes)
+        send_id = uuid.uuid4().hex
+        fenced = self.namespace.catalog.fenced(self.props.entity_id)
+        rows = fan_out_rows(inbox_rows(messages, self.props, fenced, self._spread, send_id),
+                            self.namespace.catalog.topic_rules(self.props.name), utcnow())
+        version = self.inbox.append_small(rows, send_id) if rows else None
+        if rows and version is None:
+            return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
+        result = result_of(rows, send_id, version)
+        self.quota.add(result.size_in_bytes)
+        return result
+
     def send_dataframe(self, df: DataFrame, round_robin_start: int = 0,
                        incoming_bytes: int = 0, send_id: str | None = None,
                        forwarded: bool = False, idempotent: bool = False) -> SendResult:
@@ -199,7 +222,13 @@ class Topic:
     # -- scheduled messages stay at the topic until due (S8.5) -----------------------------
     def sequence_numbers(self, send_id: str) -> list[int]:
         """A send's topic sequence numbers, in send order: the partition with a counter one more
-        than the row id (Delta row tracking) of each message's plain row (S3.4, S8.5)."""
+        than the row id (Delta row tracking) of each message's plain row (S3.4, S8.5). Read
+        on the driver from the send's commit where it can be, else with Spark."""
+        here = self.inbox.send_rows_here(send_id, ["send_id", "batch_index"])
+        if here is not None:
+            plain = sorted((r for r in here if r["batch_index"] % _SPAN == 0),
+                           key=lambda r: int(r["batch_index"]))
+            return [sequence_of(int(r["partition_id"]), int(r[ROW_ID]) + 1) for r in plain]
         rows = (self.inbox.rows((F.col("send_id") == send_id)
                                 & (F.col("batch_index") % _SPAN == 0))
                 .select("partition_id", "batch_index", F.col("_metadata.row_id").alias("rid"))
@@ -209,30 +238,23 @@ class Topic:
     def cancel_scheduled(self, sequence_numbers: list[int]) -> None:
         """Cancel scheduled topic messages not yet due: every subscription's copy goes
         (S8.4, S8.5). MessageNotFound, naming the topic's numbers, for an unknown, active or
-        already cancelled one; then nothing is cancelled."""
+        already cancelled one; then nothing is cancelled. Each read is made on the driver
+        where it can be (``Inbox.rows_by_id_here``, ``view_rows_here``), else with Spark."""
         self.check_status()
         seqs = sorted(set(sequence_numbers))
         if not seqs:
             return
-        wanted = F.lit(False)
-        for seq in seqs:
-            wanted = wanted | ((F.col("partition_id") == partition_of(seq))
-                               & (F.col("_metadata.row_id") == counter_of(seq) - 1))
-        plain = self.inbox.rows(wanted & (F.col("batch_index") % _SPAN == 0)).select(
-            "partition_id", "send_id", "batch_index", "scheduled_enqueue_time_utc",
-            F.col("_metadata.row_id").alias("rid")).collect()
+        plain = self._plain(seqs)
         now = utcnow()
-        due = [r for r in plain if r[3] is None or as_aware(r)["scheduled_enqueue_time_utc"]
-               <= now]
-        if len(plain) < len(seqs) or due:
+        if len(plain) < len(seqs) or any(not _ahead(r["scheduled_enqueue_time_utc"], now)
+                                         for r in plain):
             raise MessageNotFoundError(
                 f"topic {self.name}: sequence numbers {seqs} are not all scheduled messages "
                 "still waiting (unknown, cancelled or already active; S8.4)")
-        topic_seq = {(str(r[1]), int(r[2]) >> COPY_BITS): sequence_of(int(r[0]), int(r[4]) + 1)
-                     for r in plain}
-        copies = {entity: [(int(r[0]), (str(r[1]), int(r[2])))
-                           for r in _scheduled_copies(entity).collect()
-                           if (str(r[1]), int(r[2])) in topic_seq]
+        topic_seq = {(str(r["send_id"]), int(r["batch_index"]) >> COPY_BITS):
+                     sequence_of(int(r["partition_id"]), int(r[ROW_ID]) + 1) for r in plain}
+        copies = {entity: [(seq, key) for seq, key in _scheduled_copies(entity)
+                           if key in topic_seq]
                   for entity in self._subscriptions()}
         held = {key for found in copies.values() for _, key in found}
         gone = sorted(topic_seq[k] for k in self._targeted(set(topic_seq)) - held)
@@ -249,12 +271,42 @@ class Topic:
                     f"topic {self.name}: sequence numbers {seqs} are no longer all scheduled "
                     "(S8.4)") from None
 
+    def _plain(self, seqs: list[int]) -> list[dict[str, Any]]:
+        """The plain rows of the topic messages numbered ``seqs`` (those found)."""
+        columns = ["send_id", "batch_index", "scheduled_enqueue_time_utc"]
+        found: list[dict[str, Any]] = []
+        for partition in sorted({partition_of(seq) for seq in seqs}):
+            ids = [counter_of(seq) - 1 for seq in seqs if partition_of(seq) == partition]
+            here = self.inbox.rows_by_id_here(partition, ids, columns)
+            if here is None:
+                return self._plain_by_spark(seqs)
+            found += [r for r in here.values() if int(r["batch_index"]) % _SPAN == 0]
+        return found
+
+    def _plain_by_spark(self, seqs: list[int]) -> list[dict[str, Any]]:
+        wanted = F.lit(False)
+        for seq in seqs:
+            wanted = wanted | ((F.col("partition_id") == partition_of(seq))
+                               & (F.col("_metadata.row_id") == counter_of(seq) - 1))
+        rows = self.inbox.rows(wanted & (F.col("batch_index") % _SPAN == 0)).select(
+            "partition_id", "send_id", "batch_index", "scheduled_enqueue_time_utc",
+            F.col("_metadata.row_id").alias(ROW_ID)).collect()
+        return [as_aware(r) for r in rows]
+
     def _targeted(self, messages: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """The messages of ``messages`` that had a copy sent to a subscription."""
-        rows = (self.inbox.rows(F.col("send_id").isin(sorted({m[0] for m in messages}))
-                                & (F.size("targets") > 0))
-                .select("send_id", "batch_index").collect())
-        return {key for r in rows if (key := (str(r[0]), int(r[1]) >> COPY_BITS)) in messages}
+        sends = sorted({m[0] for m in messages})
+        rows: list[tuple[str, int]] = []
+        for send_id in sends:
+            here = self.inbox.send_rows_here(send_id, ["send_id", "batch_index", "targets"])
+            if here is None:
+                rows = [(str(r[0]), int(r[1])) for r in self.inbox.rows(
+                    F.col("send_id").isin(sends) & (F.size("targets") > 0))
+                    .select("send_id", "batch_index").collect()]
+                break
+            rows += [(send_id, int(r["batch_index"])) for r in here if r["targets"]]
+        return {key for send, index in rows
+                if (key := (send, index >> COPY_BITS)) in messages}
 
     def _subscriptions(self) -> list[Entity]:
         return [self.namespace.entity(f"{self.name}/{SUBSCRIPTIONS_SEGMENT}/{sub.name}")
@@ -263,8 +315,8 @@ class Topic:
     def scheduled_count(self) -> int:
         """Scheduled messages waiting at the topic (S8.5, S16.2): each counted once,
         however many subscriptions hold a copy; a cancelled one no longer counts."""
-        waiting = {(str(r[1]), int(r[2])) for entity in self._subscriptions()
-                   for r in _scheduled_copies(entity).collect()}
+        waiting = {key for entity in self._subscriptions()
+                   for _, key in _scheduled_copies(entity)}
         unmatched = (self.inbox.rows((F.size("targets") == 0)
                                      & (F.col("scheduled_enqueue_time_utc")
                                         > F.lit(utcnow())))
@@ -273,8 +325,21 @@ class Topic:
         return len(waiting)
 
 
-def _scheduled_copies(entity: Entity) -> DataFrame:
-    """A subscription's scheduled copies: (sequence number there, send id, message index)."""
-    return (entity.messages(internal=True).where(F.col("state") == "Scheduled")
+def _scheduled_copies(entity: Entity) -> list[tuple[int, tuple[str, int]]]:
+    """A subscription's scheduled copies: (sequence number there, (send id, message
+    index)), from its rows read on the driver where it can be, else from its view."""
+    here = view_rows_here(entity.inbox, entity.ledger, range(entity.partitions),
+                          entity.target, utcnow(), narrow=True, internal=True)
+    if here is not None:
+        return [(int(r["sequence_number"]), (str(r["_send_id"]),
+                                             int(r["_batch_index"]) >> COPY_BITS))
+                for r in here if r["state"] == "Scheduled"]
+    rows = (entity.messages(internal=True).where(F.col("state") == "Scheduled")
             .select("sequence_number", "_send_id",
-                    F.shiftright("_batch_index", COPY_BITS).alias("_message")))
+                    F.shiftright("_batch_index", COPY_BITS).alias("_message")).collect())
+    return [(int(r[0]), (str(r[1]), int(r[2]))) for r in rows]
+
+
+def _ahead(scheduled: datetime | None, now: datetime) -> bool:
+    """Whether a schedule (aware UTC) is still in the future."""
+    return scheduled is not None and scheduled > now

@@ -65,12 +65,14 @@ VIEW_SCHEMA = StructType([
 
 
 def view_rows_here(inbox: Inbox, ledger: Ledger, partitions: Sequence[int],
-                   target: str | None, now: datetime, narrow: bool = False
-                   ) -> list[Row] | None:
-    """The view's rows of ``partitions`` (``reads.MESSAGE_VIEW_COLUMNS``); None where the
-    caller must ask Spark (see the module's docstring). ``narrow``: without bodies and
-    application properties (None), each row with its inbox row's ``LOCATOR`` instead, for
-    a caller that keeps a few rows and reads only theirs (``with_payloads``)."""
+                   target: str | None, now: datetime, narrow: bool = False,
+                   internal: bool = False) -> list[Row] | None:
+    """The view's rows of ``partitions`` (``reads.MESSAGE_VIEW_COLUMNS``, and each inbox
+    row's ``_send_id`` and ``_batch_index``); None where the caller must ask Spark (see the
+    module's docstring). ``narrow``: without bodies and application properties (None),
+    each row with its inbox row's ``LOCATOR`` instead, for a caller that keeps a few rows
+    and reads only theirs (``with_payloads``). ``internal``: a subscription's scheduled
+    copies kept, as ``Entity.messages(internal=True)`` keeps them (a topic's cancel)."""
     rows = ledger.scan_here({"partition_id": list(partitions)}, None, lambda r: True)
     if rows is None or any(r["row_type"] == WINDOW for r in rows):
         return None
@@ -83,7 +85,7 @@ def view_rows_here(inbox: Inbox, ledger: Ledger, partitions: Sequence[int],
     records = records_of(rows)
     out = [v for v in (_stored(r, bodies, records, now) for r in messages) if v is not None]
     out += [_waiting(r, target, now) for r in pending]
-    if target is not None:
+    if target is not None and not internal:
         out = [v for v in out if v["state"] != "Scheduled"]  # S8.5
     return out
 
@@ -127,7 +129,8 @@ def _shown(message: Mapping[str, Any], sequence_number: int, state: str, sub_que
            held: Mapping[str, Any]) -> Row:
     shown = {"sequence_number": sequence_number, "partition_id": int(message["partition_id"]),
              **{f: message.get(f) for f in _FIELDS}, "state": state, "sub_queue": sub_queue,
-             **{f: held.get(f) for f in _STATE}}
+             **{f: held.get(f) for f in _STATE},
+             "_send_id": message["send_id"], "_batch_index": int(message["batch_index"])}
     if "body" not in message:  # a narrow read: where the payload is, for ``with_payloads``
         shown[LOCATOR] = locator(message)
     return shown
