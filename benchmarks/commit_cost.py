@@ -7,7 +7,9 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   the receive's commit), a ``complete_message``, a ``schedule_messages`` of one and a
   ``cancel_scheduled_messages`` of one, a session receiver's ``receive_messages(1)`` and
   ``complete_message``, each interleaved with a raw one-row Delta append (1 KB body) in
-  the same round; ratios to the append. ``receive`` and ``complete`` commit on the driver
+  the same round; ratios to the append. The operations that commit on the driver are also
+  set beside ``raw_append_here``, a one-row delta-rs append to a table laid out as an
+  inbox (no Spark): the like-for-like baseline. ``receive`` and ``complete`` commit on the driver
   (decision 012 step 4, the default); ``receive_merge`` and ``complete_merge`` are the same
   calls with ``SBQUEUE_DRIVER_COMMITS=0``: the guarded MERGE in Spark, side by side.
 - ``sdk50``: the SDK's common pattern: ``receive_messages(max_message_count=50)`` with the
@@ -54,6 +56,9 @@ from sbqueue.management import ServiceBusAdministrationClient
 from sbqueue.store.guarded import conflicts_retried
 
 BODY = "x" * 1000
+# The single part's operations that commit on the driver (no Spark job) on a local folder.
+_DRIVER_KEYS = ("send", "receive", "complete", "schedule", "cancel", "session_receive",
+                "session_complete")
 
 
 def _raw(spark: Any, root: str) -> tuple[str, Any]:
@@ -61,6 +66,21 @@ def _raw(spark: Any, root: str) -> tuple[str, Any]:
     row = spark.range(1).selectExpr("id", f"'{BODY}' AS body")
     row.write.format("delta").save(path)
     return path, lambda: row.write.format("delta").mode("append").save(path)
+
+
+def _raw_here(root: str) -> Any:
+    """A raw one-row append made by delta-rs on the driver (no Spark, no JVM), to a table
+    laid out as an inbox is (partitioned by partition id and segment, a 1 KB body): the
+    like-for-like baseline of the operations that commit on the driver."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    path = f"{root}/raw-here"
+    row = pa.table({"partition_id": pa.array([0], pa.int32()),
+                    "segment": pa.array([0], pa.int64()), "body": [BODY]})
+    layout = ["partition_id", "segment"]
+    write_deltalake(path, row, partition_by=layout)
+    return lambda: write_deltalake(path, row, mode="append", partition_by=layout)
 
 
 def _interleaved(spark: Any, rounds: list[tuple[tuple[str, Any], ...]]
@@ -100,6 +120,7 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     session = client.get_queue_receiver("sessions", session_id="s", max_wait_time=30)
     session.__enter__()
     _, raw_append = _raw(spark, root)
+    raw_here = _raw_here(root)
     keys = ("raw_append", "send", "receive", "renew", "complete", "schedule", "cancel",
             "session_receive", "session_complete", "receive_merge", "complete_merge")
     later = datetime.now(timezone.utc) + timedelta(hours=1)
@@ -110,12 +131,15 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
         return (
             ("raw_append", raw_append),
             ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
+            ("raw_append_here", raw_here),
             ("raw_append", raw_append),
             ("receive", lambda got=got: got.extend(receiver.receive_messages(1))),
+            ("raw_append_here", raw_here),
             ("raw_append", raw_append),
             ("renew", lambda got=got: receiver.renew_message_lock(got[0])),
             ("raw_append", raw_append),
             ("complete", lambda got=got: receiver.complete_message(got[0])),
+            ("raw_append_here", raw_here),
             ("raw_append", raw_append),
             ("schedule", lambda seqs=seqs: seqs.extend(
                 sender.schedule_messages(ServiceBusMessage(BODY), later))),
@@ -138,7 +162,10 @@ def single(spark: Any, root: str, reps: int) -> dict[str, Any]:
     session.close()
     return {"part": "single", "reps": reps, "p50_s": p50, "jobs": jobs,
             "ratio_to_raw_append": {k: round(p50[k] / p50["raw_append"], 2)
-                                    for k in keys[1:]}}
+                                    for k in keys[1:]},
+            # the operations that commit on the driver, beside delta-rs's own append
+            "ratio_to_raw_append_here": {k: round(p50[k] / p50["raw_append_here"], 2)
+                                         for k in _DRIVER_KEYS}}
 
 
 def frames(spark: Any, root: str, reps: int) -> dict[str, Any]:
