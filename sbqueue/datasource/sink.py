@@ -5,7 +5,10 @@ their commit messages; the driver's commit sends them all in ONE inbox append ma
 sbqueue on the driver (``Entity.send_once``) carrying Delta's ``txn`` action with the
 query's id and the batch id. A batch that Spark replays after a crash (the append landed,
 Spark's own commit did not) finds its id at that version or later and sends nothing:
-every input row is in the entity exactly once (decision 024).
+every input row is in the entity exactly once (decision 024). An inbox that writer refuses
+(a table feature enabled later, such as in-commit timestamps or deletion vectors, or a
+schema altered) fails the batch with an error naming what it refused: the worker has no
+Spark writer to fall back on (decision 031).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from sbqueue.core.sizes import STRING_PROPERTIES
 from sbqueue.datasource.options import Options, query_id
 from sbqueue.engine.namespace import Namespace
 from sbqueue.engine.send import check_send_schema
-from sbqueue.exceptions import InvalidOperationError
+from sbqueue.exceptions import InvalidOperationError, StorageConflictError
 
 __all__ = ["StreamSink", "outgoing"]
 
@@ -99,7 +102,16 @@ class StreamSink(DataSourceStreamWriter):
             return
         namespace = Namespace.without_spark(self.options.namespace, self.options.where())
         target = namespace.sendable(self.options.entity)
-        target.send_once(rows, query_id(self.raw), batchId)
+        try:
+            target.send_once(rows, query_id(self.raw), batchId)
+        except StorageConflictError as exc:
+            if target.inbox.refused is None:
+                raise  # a conflict: nothing stored, the batch is tried again
+            raise InvalidOperationError(
+                f"{self.options.where()}: batch {batchId} was not stored: sbqueue's driver "
+                f"writer refuses the inbox ({target.inbox.refused}), and a Python data "
+                "source's worker has no Spark writer to fall back on; send with "
+                "send_dataframe in foreachBatch instead (decision 024)") from exc
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing was stored: a batch's messages are only sent by its commit."""

@@ -20,7 +20,7 @@ from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import driver, row_ids
 from sbqueue.store.delta import Table
 from sbqueue.store.documents import local_path
-from sbqueue.store.tracked import Unsupported, append_tracked, arrow_schema
+from sbqueue.store.tracked import Refused, Unsupported, append_tracked, arrow_schema
 
 __all__ = ["COMMIT_VERSION", "ROW_ID", "FileRange", "Inbox"]
 
@@ -36,6 +36,10 @@ log = logging.getLogger("sbqueue.engine")
 class Inbox(Table):
     """An entity's inbox table (by path), with the reads and writes the engine makes."""
 
+    # Why the last driver append was refused for as long as the table stays as it is
+    # (``tracked.Refused``: a writer feature, a schema); None after any other outcome.
+    refused: str | None = None
+
     def create_empty(self, here: bool | None = None) -> None:
         """Create the table (``Table.create``: ``here`` where the caller knows)."""
         self.create(INBOX_SCHEMA, ["partition_id", "segment"], INBOX_PROPERTIES,
@@ -45,6 +49,7 @@ class Inbox(Table):
         """Append prepared rows in one commit made on the driver (``store.tracked``, no
         Spark job): the version committed; None, with nothing committed, where it cannot be
         made here: the caller appends with Spark."""
+        self.refused = None
         if not self.commits_here():
             return None
         try:
@@ -54,7 +59,7 @@ class Inbox(Table):
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
             # raised before the commit was published (``append_tracked`` never raises
             # after it): nothing stored, so the Spark send may store it
-            log.debug("driver send fell back to Spark: %r", exc)
+            self._fell_back(exc)
             return None
 
     def append_once(self, rows: list[dict[str, Any]], send_id: str,
@@ -63,6 +68,7 @@ class Inbox(Table):
         append with ``txnAppId``), or per ``txn`` (application id and version) where given:
         True committed now, False committed before (nothing done), None not possible here
         (nothing committed: append with Spark)."""
+        self.refused = None
         if not self.commits_here():
             return None
         try:
@@ -71,8 +77,15 @@ class Inbox(Table):
                                   ["partition_id", "segment"], send_id, _STATS,
                                   once=txn or (send_id, 0)) is not None
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
-            log.debug("driver append fell back to Spark: %r", exc)
+            self._fell_back(exc)
             return None
+
+    def _fell_back(self, exc: Exception) -> None:
+        """Note a driver append that did not commit (``refused``: why, where the table
+        itself is refused)."""
+        self.refused = str(exc) if isinstance(exc, Refused) else None
+        log.log(logging.INFO if self.refused else logging.DEBUG,
+                "driver append fell back to Spark: %r", exc)
 
     def holds_transaction(self, app_id: str, version: int = 0) -> bool:
         """Whether a commit carrying Delta's ``txn`` of ``app_id`` at ``version`` or later is

@@ -41,9 +41,9 @@ from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 from sbqueue.store.logfiles import commit_actions, commit_file
 
-__all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "append", "appended",
-           "appended_table", "commit_ranges", "commits_enabled", "committed_at", "enabled",
-           "file_stats", "files_by_partition", "history", "marked", "pin", "scan",
+__all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "Refused", "append",
+           "appended", "appended_table", "commit_ranges", "commits_enabled", "committed_at",
+           "enabled", "file_stats", "files_by_partition", "history", "marked", "pin", "scan",
            "tagged_version"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
@@ -126,7 +126,8 @@ class Pinned:
     def rewrite(self, scope: Sequence[Mapping[str, Any]], rows: list[Row]) -> None:
         """Replace every row of the partitions in ``scope`` (each: partition column ->
         value) with ``rows``, in one commit; ``Conflict`` (nothing committed) when a commit
-        after this version touched them."""
+        after this version touched them, ``Refused`` when delta-rs does not write the
+        table."""
         from deltalake import write_deltalake
         from deltalake.exceptions import CommitFailedError
 
@@ -141,6 +142,7 @@ class Pinned:
             write_deltalake(self.table, data, mode="overwrite", predicate=predicate,
                             commit_properties=_commit_properties())
         except CommitFailedError as exc:
+            _refuse(self.path, exc)
             raise Conflict(str(exc).split("\n")[0]) from None
         finally:
             _give_back(self.path, self.table)
@@ -150,7 +152,8 @@ def append(path: str, rows: list[Row], tag: str) -> None:
     """Blind append of ``rows`` in one commit carrying ``tag`` as its user metadata (as
     ``store.delta.append``). It reads nothing, so it may always be tried again: delta-rs
     refuses an append to a Serializable table when a concurrent commit removed files
-    ("deleted data this operation read"); the next attempt lands after that commit."""
+    ("deleted data this operation read"); the next attempt lands after that commit.
+    ``Refused`` (not retried) where delta-rs does not write the table."""
     from deltalake import write_deltalake
     from deltalake.exceptions import CommitFailedError
 
@@ -164,6 +167,7 @@ def append(path: str, rows: list[Row], tag: str) -> None:
                 commit_properties=_commit_properties(tag))
             return
         except CommitFailedError as exc:
+            _refuse(path, exc)
             log.debug("driver append to %s lost a race (try %d): %s", path, attempt + 1, exc)
             time.sleep(random.uniform(0, 0.02 * (attempt + 1)))
     raise StorageConflictError(
@@ -174,6 +178,26 @@ def append(path: str, rows: list[Row], tag: str) -> None:
 class Conflict(Exception):
     """A rewrite found its partitions changed after the version it read: nothing
     committed."""
+
+
+class Refused(Conflict):
+    """delta-rs refuses to write the table (a table feature it lacks, such as in-commit
+    timestamps): nothing committed, and ``commits_enabled`` is False for it in this
+    process from now on, so the caller's retry of a rewrite commits with Spark."""
+
+
+_refused: set[str] = set()  # local tables delta-rs refused to write
+
+
+def _refuse(path: str, exc: Exception) -> None:
+    """Raise ``Refused`` where ``exc`` (a ``CommitFailedError``) is delta-rs refusing the
+    table, not a commit lost to another (whose text says "Commit failed")."""
+    text = str(exc).split("\n")[0]
+    if "Unsupported table features" not in text:
+        return
+    _refused.add(str(local_path(path)))
+    log.warning("%s: delta-rs refuses to write it (%s); committing with Spark", path, text)
+    raise Refused(f"{path}: delta-rs refuses to write it ({text}); nothing committed")
 
 
 _tables = threading.local()  # per thread: path -> a DeltaTable kept at the latest version
@@ -219,8 +243,10 @@ def pin(path: str) -> Pinned | None:
 
 def commits_enabled(path: str) -> bool:
     """Whether a receive may commit by rewriting its ledger partitions on the driver
-    (on wherever driver reads are; ``SBQUEUE_DRIVER_COMMITS=0`` turns it off)."""
-    return os.environ.get(_COMMITS, "1") != "0" and enabled(path)
+    (on wherever driver reads are, unless delta-rs refused the table, ``Refused``;
+    ``SBQUEUE_DRIVER_COMMITS=0`` turns it off)."""
+    return (os.environ.get(_COMMITS, "1") != "0" and enabled(path)
+            and str(local_path(path)) not in _refused)
 
 
 def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,

@@ -14,25 +14,38 @@ exactly that one and nothing else:
   and the ``delta.rowTracking`` domain's new high-water mark;
 - it is published with ``link(2)``, Delta's put-if-absent, as Spark's commits are here
   (decision 002); when another writer took the version, the row ids are drawn again after
-  that commit and the next version is tried: appends never conflict.
+  that commit and the next version is tried: appends never conflict;
+- at the table's ``delta.checkpointInterval`` a checkpoint (delta-rs), then the expired
+  log files are removed (``delta.logRetentionDuration``), as Spark does after its own,
+  unless ``delta.enableExpiredLogCleanup`` is false.
 
-Anything else (a table this module does not understand, a protocol or metadata change
-under it) raises ``Unsupported`` before or instead of committing: the caller appends with
-Spark, which is always correct.
+Between checkpoints an append lists nothing, so its cost does not grow with the log
+(decision 031): the table's protocol, schema and properties are kept per table
+(``_State``, loaded with delta-rs once per process) and brought up to date by reading the
+commits made since, file by file; the row-id mark is read from the newest commit back to
+the checkpoint the ``_last_checkpoint`` hint names (a log without one is listed).
+
+Anything else raises ``Unsupported`` before or instead of committing: ``Refused`` for a
+table this writer does not write (a writer feature it does not know, a column invariant,
+a schema other than the rows'), plain ``Unsupported`` for a moment (a protocol or metadata
+change under the append); the caller appends with Spark, which is always correct.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.types import (
     ArrayType,
@@ -49,15 +62,16 @@ from pyspark.sql.types import (
 from sbqueue.store import deadline, driver
 from sbqueue.store.logfiles import commit_actions, commit_file, publish
 
-__all__ = ["CHECKPOINT_EVERY", "Unsupported", "append_tracked", "arrow_schema"]
+__all__ = ["CHECKPOINT_EVERY", "Refused", "Unsupported", "append_tracked", "arrow_schema"]
 
 _DOMAIN = "delta.rowTracking"
-# Writer features this writer honours: a plain append satisfies each (no NOT NULL column
-# is left null: the caller's rows are checked against the schema by pyarrow).
+# Writer features this writer honours: a plain append of rows that match the table's schema
+# (checked, ``_refusal``) and hold no null in a NOT NULL column (checked, ``_check_nulls``)
+# satisfies each; a column invariant (``delta.invariants``) is refused, not evaluated.
 _UNDERSTOOD = {"domainMetadata", "rowTracking", "invariants", "variantType", "changeDataFeed",
                "appendOnly"}
 _RETRIES = 50
-CHECKPOINT_EVERY = 10  # Delta's default checkpoint interval
+CHECKPOINT_EVERY = 10  # Delta's default ``delta.checkpointInterval``
 logger = logging.getLogger("sbqueue.store")
 # Statistics are written for these types only: their Delta JSON form is exact. Strings are
 # written when no value is longer than Delta's prefix length (longer ones are truncated by
@@ -69,6 +83,29 @@ class Unsupported(Exception):
     """This table or this moment needs Spark's writer; nothing was committed."""
 
 
+class Refused(Unsupported):
+    """This table needs Spark's writer for as long as it stays as it is (a writer feature,
+    a column invariant or a schema this writer does not write); nothing was committed."""
+
+
+@dataclass(frozen=True)
+class _State:
+    """What an append checks a table against, as of ``version``: its writer protocol,
+    schema (Arrow, as delta-rs maps it) and properties. ``inode`` is the inode of that
+    version's commit file: a table deleted and made again at the same path differs."""
+
+    version: int
+    inode: int
+    writer_version: int
+    features: frozenset[str]
+    invariants: bool
+    schema: pa.Schema
+    config: Mapping[str, str]
+
+
+_states: dict[str, _State] = {}  # by log folder: this process's newest state of each table
+
+
 def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag: str,
                    stats_columns: Sequence[str], once: tuple[str, int] | None = None
                    ) -> int | None:
@@ -76,17 +113,22 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
     one commit carrying ``tag``; the version committed. ``once``: an application id and
     version, as Spark's ``txnAppId`` / ``txnVersion`` (Delta's ``txn`` action): when the
     table holds that id at that version or a later one, nothing is written and None is
-    returned."""
+    returned. ``Refused``, ``Unsupported``, or ``ValueError`` for a null in a NOT NULL
+    column: raised before any file is written."""
     root = Path(path)
     log = root / "_delta_log"
-    version = _latest(log)
-    if once is not None:
-        seen = driver.latest(path)
+    seen = None if once is None else driver.latest(path)
+    if seen is not None and once is not None:
         stored = seen.transaction_version(once[0])
         if stored is not None and stored >= once[1]:
             return None
-        version = seen.version()  # commits after it are checked for ``once`` below
-    _check_protocol(log)
+    state = _state(log)
+    reason = _refusal(state, table.schema)
+    if reason is not None:
+        raise Refused(f"{path}: {reason}")
+    _check_nulls(table)
+    # with ``once``, commits after the version it was looked up at are checked for it below
+    version = state.version if seen is None else min(seen.version(), state.version)
     files = [_write_file(root, part, partition_by, stats_columns)
              for part in _split(table, partition_by)]
     for _ in range(_RETRIES):
@@ -94,9 +136,10 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         body = _commit(files, version + 1, high, tag, once)
         deadline.check()
         if publish(log, version + 1, body):
-            _checkpoint(root, version + 1)  # never raises: the append is committed
+            _remember(log, state, version + 1)
+            _checkpoint(root, version + 1, state.config)  # never raises: it is committed
             return version + 1
-        latest = _latest(log)
+        latest = _probe(log, version)
         for between in range(version + 1, latest + 1):  # every commit we lost to
             actions = commit_actions(log, between)
             _check_unchanged(log, between, actions)
@@ -109,8 +152,12 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
 def _check_unchanged(log: Path, version: int, actions: list[dict[str, Any]]) -> None:
     """Refuse when commit ``version`` (its ``actions``), made under this append, changed
     the table's protocol or metadata."""
-    if any("protocol" in a or "metaData" in a for a in actions):
+    if _changes_table(actions):
         raise Unsupported(f"{log}: version {version} changed the table under an append")
+
+
+def _changes_table(actions: list[dict[str, Any]]) -> bool:
+    return any("protocol" in a or "metaData" in a for a in actions)
 
 
 def _arrow_type(kind: DataType) -> pa.DataType:
@@ -133,45 +180,165 @@ def arrow_schema(schema: StructType) -> pa.Schema:
                       for f in schema.fields])
 
 
-def _checkpoint(root: Path, version: int) -> None:
-    """Every ``CHECKPOINT_EVERY`` versions, a checkpoint (delta-rs writes it, row-tracking
-    domain and row ids included), as Spark's own commits do: else readers would replay an
-    ever longer log when most commits are made here."""
-    if version % CHECKPOINT_EVERY:
+def _checkpoint(root: Path, version: int, config: Mapping[str, str]) -> None:
+    """At the table's checkpoint interval, a checkpoint (delta-rs writes it, row-tracking
+    domain and row ids included), then the expired log files removed, as Spark's own
+    commits do: else readers would replay, and every listing of the log read, an ever
+    longer log when most commits are made here."""
+    if version % _interval(config):
         return
     from deltalake import DeltaTable
 
     try:
-        DeltaTable(str(root), version=version).create_checkpoint()
+        table = DeltaTable(str(root), version=version)
+        table.create_checkpoint()
+        if config.get("delta.enableExpiredLogCleanup", "true").strip().lower() != "false":
+            table.cleanup_metadata()  # by ``delta.logRetentionDuration`` (30 days unset)
+            _drop_lone_checksums(root / "_delta_log")
     except Exception as exc:  # the append is committed whatever happens here
-        logger.debug("no checkpoint at %s of %s: %r", version, root, exc)
+        logger.debug("no checkpoint or log cleanup at %s of %s: %r", version, root, exc)
 
 
-def _latest(log: Path) -> int:
-    versions = [int(n[:20]) for n in os.listdir(log)
-                if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
-    if not versions:
-        raise Unsupported(f"{log}: no commit")
-    return max(versions)
+def _interval(config: Mapping[str, str]) -> int:
+    """The table's ``delta.checkpointInterval`` (Delta's default where unset or invalid)."""
+    try:
+        every = int(config.get("delta.checkpointInterval", CHECKPOINT_EVERY))
+    except ValueError:
+        return CHECKPOINT_EVERY
+    return every if every > 0 else CHECKPOINT_EVERY
 
 
-def _check_protocol(log: Path) -> None:
-    """Refuse a table whose writer features this module does not honour (read from this
-    thread's table of it, brought up to date: no full log replay per send)."""
-    protocol = driver.latest(str(log.parent)).protocol()
-    features = set(protocol.writer_features or [])
-    if protocol.min_writer_version < 7 or not features <= _UNDERSTOOD:
-        raise Unsupported(f"{log}: writer features {sorted(features - _UNDERSTOOD)}")
+def _drop_lone_checksums(log: Path) -> None:
+    """Remove the checksum files of versions whose commits the cleanup removed (delta-rs
+    leaves them; Spark's cleanup removes them with the commits)."""
+    names = os.listdir(log)
+    oldest = min((int(n[:20]) for n in names if _versioned(n, ".json")), default=0)
+    for name in names:
+        if _versioned(name, ".crc") and int(name[:20]) < oldest:
+            with contextlib.suppress(OSError):
+                (log / name).unlink()
+
+
+def _versioned(name: str, suffix: str) -> bool:
+    return len(name) == 20 + len(suffix) and name.endswith(suffix) and name[:20].isdigit()
+
+
+def _state(log: Path) -> _State:
+    """The table's state at its latest version: this process's kept state brought forward
+    by the commits made since (read one by one, no listing), loaded again with delta-rs
+    where one of them changed protocol or metadata, or where none is kept."""
+    known = _states.get(str(log))
+    if known is None or _inode(log, known.version) != known.inode:
+        return _load(log)
+    version = known.version
+    while commit_file(log, version + 1).exists():
+        version += 1
+        if _changes_table(commit_actions(log, version)):
+            return _load(log)
+    return known if version == known.version else _remember(log, known, version)
+
+
+def _load(log: Path) -> _State:
+    """The state as delta-rs reads it (this thread's table of it, brought up to date)."""
+    table = driver.latest(str(log.parent))
+    protocol = table.protocol()
+    version = table.version()
+    state = _State(version, _inode(log, version), protocol.min_writer_version,
+                   frozenset(protocol.writer_features or []),
+                   "delta.invariants" in table.schema().to_json(),
+                   pa.schema(table.schema().to_arrow()),
+                   dict(table.metadata().configuration))
+    _states[str(log)] = state
+    return state
+
+
+def _remember(log: Path, state: _State, version: int) -> _State:
+    """``state`` as of ``version`` (no protocol or metadata change up to it), kept."""
+    newer = replace(state, version=version, inode=_inode(log, version))
+    kept = _states.get(str(log))
+    if kept is None or kept.version <= version:
+        _states[str(log)] = newer
+    return newer
+
+
+def _inode(log: Path, version: int) -> int:
+    try:
+        return os.stat(commit_file(log, version)).st_ino
+    except OSError:
+        return -1
+
+
+def _probe(log: Path, version: int) -> int:
+    """The latest version, found from ``version`` (committed) forward, file by file."""
+    while commit_file(log, version + 1).exists():
+        version += 1
+    return version
+
+
+def _refusal(state: _State, schema: pa.Schema) -> str | None:
+    """Why this writer must not append rows of ``schema`` to the table; None: it may."""
+    unknown = sorted(state.features - _UNDERSTOOD)
+    if state.writer_version < 7 or unknown:
+        return (f"writer features {unknown} (writer version {state.writer_version}) are not "
+                "written by sbqueue's driver writer")
+    if state.invariants:
+        return "a column invariant (delta.invariants) is not checked by sbqueue's writer"
+    theirs, ours = _shape(state.schema), _shape(schema)
+    if theirs != ours:
+        differ = [n for n in dict.fromkeys([*theirs, *ours]) if theirs.get(n) != ours.get(n)]
+        return (f"the table's schema differs from the rows' in column(s) {differ} (made by "
+                "another sbqueue version, or altered)")
+    return None
+
+
+def _shape(schema: pa.Schema) -> dict[str, Any]:
+    """Each column's type and nullability, in order, as both sides can state them: a
+    struct's fields by name (Parquet's are matched by name, and delta-rs orders a
+    VARIANT's two fields otherwise than Spark), a list's element without its name."""
+    def kind(t: pa.DataType) -> Any:
+        if pa.types.is_struct(t):
+            return ("struct", tuple(sorted((f.name, kind(f.type), f.nullable) for f in t)))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return ("list", kind(t.value_type), t.value_field.nullable)
+        return str(t)
+    return {f.name: (kind(f.type), f.nullable) for f in schema}
+
+
+def _check_nulls(table: pa.Table) -> None:
+    """``ValueError`` naming the first NOT NULL column (or field of one) that holds a null
+    where its parent is set: raised before any file is written. pyarrow builds such
+    tables without a word (apache/arrow#43145), and a partition column never reaches
+    its Parquet writer, which would check the others."""
+    for field in table.schema:
+        for chunk in table.column(field.name).chunks:
+            found = _null_in(chunk, field, field.name)
+            if found is not None:
+                raise ValueError(f"column {found} is NOT NULL, but a row holds null; "
+                                 "nothing was written")
+
+
+def _null_in(array: pa.Array, field: pa.Field, name: str) -> str | None:
+    if not field.nullable and array.null_count:
+        return name
+    if pa.types.is_struct(field.type):
+        present = array.filter(pc.is_valid(array)) if array.null_count else array
+        for index, child in enumerate(field.type):
+            found = _null_in(present.field(index), child, f"{name}.{child.name}")
+            if found is not None:
+                return found
+    elif pa.types.is_list(field.type):
+        return _null_in(array.flatten(), field.type.value_field, f"{name}.element")
+    return None
 
 
 def _high_water_mark(log: Path, version: int) -> int:
     """The highest row id assigned up to ``version``: the newest commit of the row-tracking
-    domain, else the newest checkpoint's (found by listing the log, not by the optional
-    ``_last_checkpoint`` hint); -1 only when every commit from version 0 was read and none
-    assigned one. Anything less certain (a commit missing, a checkpoint without the domain)
-    is ``Unsupported``: a wrong mark would give two rows one id."""
-    floor = max((int(n.name[:20]) for n in log.glob("*.checkpoint*.parquet")
-                 if n.name[:20].isdigit() and int(n.name[:20]) <= version), default=-1)
+    domain, else the newest checkpoint's (the one the ``_last_checkpoint`` hint names
+    where its files are there, else found by listing the log); -1 only when every commit
+    from version 0 was read and none assigned one. Anything less certain (a commit
+    missing, a checkpoint without the domain) is ``Unsupported``: a wrong mark would give
+    two rows one id."""
+    floor, parts = _floor(log, version)
     for v in range(version, floor, -1):
         if not commit_file(log, v).exists():
             raise Unsupported(f"{log}: commit {v} is not in the log")
@@ -181,11 +348,28 @@ def _high_water_mark(log: Path, version: int) -> int:
                 return int(json.loads(domain["configuration"])["rowIdHighWaterMark"])
     if floor < 0:
         return -1
-    return _checkpoint_mark(log, floor)
+    return _checkpoint_mark(log, floor, parts)
 
 
-def _checkpoint_mark(log: Path, version: int) -> int:
-    parts = sorted(log.glob(f"{version:020d}.checkpoint*.parquet"))
+def _floor(log: Path, version: int) -> tuple[int, list[Path]]:
+    """The newest checkpoint at or before ``version`` and its files ((-1, []): none)."""
+    try:
+        hint = json.loads((log / "_last_checkpoint").read_text("utf-8"))
+        at, count = int(hint["version"]), int(hint.get("parts") or 1)
+    except (OSError, ValueError, KeyError, TypeError):
+        at, count = -1, 0
+    name = f"{at:020d}.checkpoint"
+    parts = [log / f"{name}.parquet"] if count == 1 else [
+        log / f"{name}.{i:010d}.{count:010d}.parquet" for i in range(1, count + 1)]
+    if 0 <= at <= version and all(p.exists() for p in parts):
+        return at, parts
+    found = [n for n in log.glob("*.checkpoint*.parquet") if n.name[:20].isdigit()
+             and int(n.name[:20]) <= version]
+    at = max((int(n.name[:20]) for n in found), default=-1)
+    return at, sorted(n for n in found if int(n.name[:20]) == at)
+
+
+def _checkpoint_mark(log: Path, version: int, parts: list[Path]) -> int:
     if not parts:
         raise Unsupported(f"{log}: checkpoint {version} not found")
     for part in parts:
