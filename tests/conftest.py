@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Files of the slow tests that run a minute or more, longest first (decision 013).
-LONGEST = ("test_soak_run", "test_stream_kill", "test_catalog_stores", "test_wheel",
+LONGEST = ("test_soak_run", "test_stream_kill", "test_catalog_stores", "test_wheel", "test_exit",
            "test_notebooks", "test_connect", "test_maintenance_days", "test_stream_sink",
            "test_jobs", "test_cluster", "test_demo", "test_multiprocess")
 

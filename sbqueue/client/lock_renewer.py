@@ -18,9 +18,11 @@ one slow commit (a cold JVM, a busy machine) must not outlast the locks waiting 
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -42,6 +44,7 @@ __all__ = ["AutoLockRenewer"]
 log = logging.getLogger("sbqueue.client")
 
 _TICK = 0.25
+_EXIT_WAIT = 30.0  # seconds an exiting interpreter waits for a renewal under way
 
 Renewable = ServiceBusReceivedMessage | ServiceBusSession
 FailureCallback = Callable[[Renewable, Exception | None], None]
@@ -115,6 +118,7 @@ class AutoLockRenewer:
                 self._thread = threading.Thread(target=self._run, name="sbqueue-lock-renewer",
                                                 daemon=True)
                 self._thread.start()
+                _running.add(self)
 
     def _left(self, entry: _Entry) -> timedelta:
         return (entry.locked_until or datetime.min.replace(tzinfo=timezone.utc)
@@ -208,6 +212,22 @@ class AutoLockRenewer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+_running: weakref.WeakSet[AutoLockRenewer] = weakref.WeakSet()  # renewers with a thread
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Stop the renewers left open, each after its renewal under way: their daemon thread
+    must not be inside delta-rs, Arrow or py4j when the interpreter finalizes, where
+    taking the GIL back ends it mid-call and crashes the process (decision 033)."""
+    renewers = list(_running)
+    for renewer in renewers:
+        renewer._stop.set()
+    for renewer in renewers:
+        if renewer._thread is not None:
+            renewer._thread.join(_EXIT_WAIT)
 
 
 def _renew_messages(entries: list[_Entry]) -> dict[int, Exception]:

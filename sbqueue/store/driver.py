@@ -115,7 +115,8 @@ class Pinned:
                   for name, values in partitions.items()]
 
         def read() -> list[Row] | None:
-            dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen)
+            dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen,
+                                                    filesystem=_native_files(self.path))
             if dataset.count_rows(filter=where) > ROW_LIMIT:
                 return None
             table = dataset.to_table(filter=where,
@@ -223,6 +224,17 @@ def _take(path: str) -> Any:
         except Exception:  # a log cleaned up under it, a table replaced: load it again
             log.debug("reloading %s", path)
     return DeltaTable(str(local_path(path)))
+
+
+def _native_files(path: str) -> Any:
+    """The table's folder through Arrow's own local file system, for its scans. delta-rs's
+    default is a Python file system: every read it serves is a Python buffer that Arrow's
+    worker threads release after the scan has returned, taking the GIL to do so; a worker
+    still releasing one when the interpreter finalizes is ended mid-destructor and the
+    process aborts ("terminate called without an active exception", decision 033)."""
+    from pyarrow import fs
+
+    return fs.SubTreeFileSystem(str(local_path(path)), fs.LocalFileSystem())
 
 
 def _give_back(path: str, table: Any) -> None:
