@@ -29,9 +29,10 @@ Parts (each prints one JSON line; ``--parts`` picks some):
 - ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
   then completing them: how many were lost.
 - ``drain``, ``forward``, ``pool``: the DataFrame drain of ``--drain`` messages
-  (``engine_scale.bulk``: 100,000 a round, and all in one receive, each on its own
-  queue), forwarding ``--forward`` messages (``jobs.forward``) and the session worker
-  pool (``sessions.pool``), each beside its own raw baseline.
+  (``engine_scale.bulk``: 100,000 a round, and all in one receive, ``--drains`` times
+  each, each drain on its own queue; the median reported), forwarding ``--forward``
+  messages (``jobs.forward``) and the session worker pool (``sessions.pool``), each beside
+  its own raw baseline.
 
     python benchmarks/commit_cost.py [--parts single,sdk50,loop,create] [--reps 7]
 
@@ -414,13 +415,15 @@ def main() -> None:
     parser.add_argument("--loop-messages", type=int, default=60)
     parser.add_argument("--renew-minutes", type=float, default=5.0)
     parser.add_argument("--drain", type=int, default=1_000_000)
+    parser.add_argument("--drains", type=int, default=3, help="drains of each batch size")
     parser.add_argument("--forward", type=int, default=100_000)
     args = parser.parse_args()
 
     def drain(spark: Any, root: str) -> dict[str, Any]:
         from engine_scale import bulk
 
-        return {**bulk(spark, root, 1, args.drain, (100_000, args.drain)), "part": "drain"}
+        return {**bulk(spark, root, 1, args.drain, (100_000, args.drain), args.drains),
+                "part": "drain"}
 
     def forward(spark: Any, root: str) -> dict[str, Any]:
         from jobs import forward as forward_part

@@ -159,13 +159,13 @@ def concurrency(spark: Any, root: str, messages: int) -> dict[str, Any]:
                                      / result["conc-1"]["messages_per_s"], 2)}
 
 
-def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] = (100_000,)
-         ) -> dict[str, Any]:
-    """A DataFrame send of ``count`` rows, and a drain of them (receive a batch, complete
-    it, until none is left) for each batch size of ``batches``, each on its own queue,
-    after a drain of a smaller queue that is not measured; the baseline is the raw append
-    of the same rows, measured between the subjects (after a warm-up) and reported as a
-    median."""
+def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] = (100_000,),
+         drains: int = 3) -> dict[str, Any]:
+    """A DataFrame send of ``count`` rows, and ``drains`` drains of them (receive a batch,
+    complete it, until none is left) for each batch size of ``batches``, each drain on its
+    own queue, after a drain of a smaller queue that is not measured; each drain is
+    reported, and its median. The baseline is the raw append of the same rows, measured
+    between the subjects (after a warm-up) and reported as a median."""
     rows = spark.range(count).selectExpr(f"{BODY} AS body")
     raw = f"{root}/raw-bulk"
     times: dict[str, list[float]] = {"raw_append": [], "send": []}
@@ -179,7 +179,8 @@ def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] 
 
     rows.write.format("delta").mode("append").save(raw)  # warm-up: not a baseline
     queues = []
-    for i in range(max(len(batches), reps // 2)):
+    plan = [batch for batch in batches for _ in range(drains)]
+    for i in range(max(len(plan), reps // 2)):
         baseline()
         queue = _queue(spark, root, f"bulk-{i}", True)
         _, seconds, n = measured(spark, lambda queue=queue: queue.send_dataframe(rows))
@@ -189,24 +190,30 @@ def bulk(spark: Any, root: str, reps: int, count: int, batches: tuple[int, ...] 
     warm = _queue(spark, root, "bulk-warm-up", True)  # as the raw append, a drain warms
     warm.send_dataframe(rows.limit(min(count, 200_000)))  # up first (JIT, plan caches)
     _drain_rounds(warm, min(batches))
-    drains = {}
-    for queue, batch in zip(queues, batches, strict=False):
+    runs: dict[int, list[tuple[int, float]]] = {}
+    for queue, batch in zip(queues, plan, strict=False):
         baseline()
-        drains[batch] = _drain_rounds(queue, batch)
+        runs.setdefault(batch, []).append(_drain_rounds(queue, batch))
     baseline()
     med = {k: round(median(v), 2) for k, v in times.items()}
     raw_rate = count / med["raw_append"]
+    drained = {b: (min(n for n, _ in r), median([s for _, s in r])) for b, r in runs.items()}
     return {"part": "bulk", "messages": count, "median_s": med, "jobs": jobs,
-            "drain": {str(b): {"messages": n, "seconds": round(s, 1)}
-                      for b, (n, s) in drains.items()},
+            "drain": {str(b): {"messages": drained[b][0], "seconds": round(drained[b][1], 1),
+                               "runs_s": [round(s, 1) for _, s in r],
+                               "runs_messages": [n for n, _ in r]}
+                      for b, r in runs.items()},
             "ratios": {"send_throughput/raw_append": round((count / med["send"]) / raw_rate, 3),
                        **{f"drain_{b}_throughput/raw_append": round((n / s) / raw_rate, 3)
-                          for b, (n, s) in drains.items()}}}
+                          for b, (n, s) in drained.items()}}}
 
 
 def _drain_rounds(queue: Any, batch: int) -> tuple[int, float]:
-    """(messages, seconds) of draining ``queue`` ``batch`` messages a round: each round's
-    frame is read whole (materialized), then that frame is completed."""
+    """(messages, seconds) of draining ``queue`` ``batch`` messages a round: each round
+    receives a frame, reads it whole once (a local checkpoint, as a consumer reads its rows;
+    the checkpoint is not kept) and passes the received frame to ``complete_dataframe``.
+    The messages counted are those it reports settled (a round's received rows are not
+    checked against them); the drain ends at the first round that settles none."""
     drained, start = 0, time.perf_counter()
     while True:
         got = queue.receive_dataframe(batch)
