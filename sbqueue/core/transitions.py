@@ -33,11 +33,13 @@ __all__ = [
     "cancel_outcome",
     "cancel_valid",
     "completed_by_record",
+    "deferred_expired",
     "deferred_outcome",
     "deferred_valid",
     "delete_outcome",
     "delete_valid",
     "deliverable",
+    "expiry_outcome",
     "receive_outcome",
     "settle_outcome",
     "settle_valid",
@@ -98,9 +100,7 @@ def _lock_free(now: datetime) -> Expr:
 
 
 def _expired(ctx: ReceiveContext) -> Expr:
-    if not ctx.main_queue:
-        return lit(False)
-    return col("expires_at_utc").is_not_null() & (col("expires_at_utc") <= ctx.now)
+    return _expired_at(ctx.now, ctx.main_queue)
 
 
 def _exhausted(ctx: ReceiveContext) -> Expr:
@@ -225,9 +225,32 @@ def settle_outcome(ctx: SettleContext) -> Outcome:
     raise ValueError(f"unknown settlement {ctx.kind!r}")
 
 
-def deferred_valid(now: datetime) -> Expr:
-    """A deferred message ``receive_deferred_messages`` may take: not locked (S6.3)."""
-    return (col("state") == DEFERRED) & _lock_free(now)
+def deferred_valid(now: datetime, main_queue: bool = True) -> Expr:
+    """A deferred message ``receive_deferred_messages`` may take (S6.3): not locked, and
+    not expired (S8.2; nothing in a dead-letter sub-queue expires, S7.2)."""
+    return (col("state") == DEFERRED) & _lock_free(now) & ~_expired_at(now, main_queue)
+
+
+def deferred_expired(now: datetime, main_queue: bool = True) -> Expr:
+    """A deferred message that expired: it leaves when a receive by its number asks for it
+    (S8.2: a deferred message is looked at only then), by ``expiry_outcome``."""
+    return (col("state") == DEFERRED) & _lock_free(now) & _expired_at(now, main_queue)
+
+
+def expiry_outcome(dead_letter_on_expiry: bool) -> Outcome:
+    """What expiry does to a message no lock holds (S8.2): to the dead-letter queue with
+    reason ``TTLExpiredException`` where the entity says so, else dropped."""
+    if not dead_letter_on_expiry:
+        return {"_op": lit("delete")}
+    return {"_op": lit("upsert"), "lock_token": lit(None), "locked_until_utc": lit(None),
+            "row_version": col("row_version") + 1, "lane": lit(Lane.DEAD_LETTER),
+            "state": lit(ACTIVE), "dead_letter_reason": lit(TTL_REASON)}
+
+
+def _expired_at(now: datetime, main_queue: bool) -> Expr:
+    if not main_queue:
+        return lit(False)
+    return col("expires_at_utc").is_not_null() & (col("expires_at_utc") <= now)
 
 
 def deferred_outcome(ctx: ReceiveContext) -> Outcome:

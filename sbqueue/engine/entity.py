@@ -44,10 +44,12 @@ from sbqueue.core.transitions import (
     SettleContext,
     cancel_outcome,
     cancel_valid,
+    deferred_expired,
     deferred_outcome,
     deferred_valid,
     delete_outcome,
     delete_valid,
+    expiry_outcome,
 )
 from sbqueue.engine.group import Group, group_for
 from sbqueue.engine.inbox import Inbox
@@ -615,10 +617,15 @@ class Entity:
         if not sequence_numbers:
             return self.none()
         lane = Lane.DEFERRED if self.lane == Lane.MAIN else self.lane
-        ctx = self._context(mode == "peek_lock")
-        applied = self._all_by_sequence(
-            sorted(set(sequence_numbers)), (lane,), deferred_valid, deferred_outcome(ctx),
-            "receive deferred", "(unknown, not deferred, or locked by another receiver; S6.3)")
+        ctx, seqs = self._context(mode == "peek_lock"), sorted(set(sequence_numbers))
+        try:
+            applied = self._all_by_sequence(
+                seqs, (lane,), lambda now: deferred_valid(now, ctx.main_queue),
+                deferred_outcome(ctx), "receive deferred",
+                "(unknown, not deferred, expired, or locked by another receiver; S6.3, S8.2)")
+        except MessageNotFoundError as exc:
+            self._expire_deferred(seqs, lane, ctx, exc)
+            raise
         assert applied.changes is not None
         result = ReceiveResult(
             handed=applied.changes, locators=applied.locators, count=len(applied.valid),
@@ -626,6 +633,28 @@ class Entity:
             locked_until=min(ctx.locked_until, utcnow() + self.props.lock_duration)
             if mode == "peek_lock" else None)
         return with_bodies(self.inbox, result)
+
+    def _expire_deferred(self, seqs: list[int], lane: str, ctx: ReceiveContext,
+                         refused: MessageNotFoundError) -> None:
+        """After a refused ``receive_deferred``: those of ``seqs`` that are deferred and
+        expired leave as expiry says (S8.2: a deferred message expires when asked for), in
+        one commit, and the refusal names them."""
+        partitions = sorted({partition_of(seq) for seq in seqs})
+
+        def attempt() -> Applied:
+            return apply_by_sequence(
+                self.ledger, [(s, None) for s in seqs], (lane,),
+                deferred_expired(utcnow(), ctx.main_queue),
+                expiry_outcome(ctx.dead_letter_on_expiry))
+
+        with self.board.hold(partitions):
+            expired = retry_conflicts(attempt, what=f"expire deferred on {self.name}").valid
+        if expired:
+            went = ("moved to the dead-letter queue" if ctx.dead_letter_on_expiry
+                    else "dropped")
+            raise MessageNotFoundError(
+                f"receive deferred in {self.path}: sequence number(s) {expired} expired "
+                f"(S8.2) and were {went}; no message was received") from refused
 
     def sequence_numbers(self, send_id: str) -> list[int]:
         """The sequence numbers of the messages one send stored, in batch-index order: send

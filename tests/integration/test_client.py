@@ -126,6 +126,36 @@ def test_s5_4_without_prefetch_nothing_unreturned_is_locked(admin, client) -> No
 
 
 @pytest.mark.slow
+def test_s8_2_an_expired_deferred_message_is_not_received_by_number(admin, client) -> None:
+    """Asked for by number, it expires then (dropped without dead-lettering on expiry:
+    ``expiry_outcome``, tested without Spark in ``test_transitions``)."""
+    q = _queue(admin, dead_lettering_on_message_expiration=True)
+    with client.get_queue_sender(q) as sender:
+        sender.send_messages([ServiceBusMessage("late", time_to_live=timedelta(seconds=3)),
+                              ServiceBusMessage("kept")])
+    with client.get_queue_receiver(q, max_wait_time=5) as receiver:
+        got = {str(m): m for m in receiver.receive_messages(2)}
+        assert set(got) == {"late", "kept"}
+        for m in got.values():
+            receiver.defer_message(m)
+        late, kept = got["late"].sequence_number, got["kept"].sequence_number
+        time.sleep(max(0.0, (got["late"].expires_at_utc - datetime.now(timezone.utc))
+                       .total_seconds()) + 0.5)
+        with pytest.raises(MessageNotFoundError, match=rf"\[{late}\] expired \(S8.2\)"):
+            receiver.receive_deferred_messages([late, kept])
+        [back] = receiver.receive_deferred_messages([kept])  # the other one was not taken
+        assert back.delivery_count == 2
+        receiver.complete_message(back)
+        with pytest.raises(MessageNotFoundError):
+            receiver.receive_deferred_messages([late])  # it is gone from deferral
+    with client.get_queue_receiver(q, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                                   max_wait_time=2) as dlq:
+        dead = dlq.receive_messages(5)
+        assert [(str(m), m.dead_letter_reason) for m in dead] == [
+            ("late", "TTLExpiredException")]
+
+
+@pytest.mark.slow
 def test_s6_abandon_defer_dead_letter_and_renew(admin, client) -> None:
     q = _queue(admin, max_delivery_count=5)
     with client.get_queue_sender(q) as sender:

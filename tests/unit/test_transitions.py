@@ -14,8 +14,10 @@ from sbqueue.core.transitions import (
     SettleContext,
     cancel_outcome,
     cancel_valid,
+    deferred_expired,
     deferred_outcome,
     deferred_valid,
+    expiry_outcome,
     deliverable,
     receive_outcome,
     settle_outcome,
@@ -182,6 +184,21 @@ def test_s6_3_a_deferred_message_is_taken_only_when_unlocked() -> None:
     locked = row(state="Deferred", lock_token="t", locked_until_utc=NOW + timedelta(seconds=5))
     assert deferred_valid(NOW).evaluate(locked) is False
     assert deferred_valid(NOW).evaluate(row(state="Active")) is False
+
+
+def test_s8_2_an_expired_deferred_message_is_not_taken_but_expires() -> None:
+    gone = row(state="Deferred", lane=Lane.DEFERRED, expires_at_utc=NOW - timedelta(seconds=1))
+    assert deferred_valid(NOW).evaluate(gone) is False
+    assert deferred_expired(NOW).evaluate(gone) is True
+    assert deferred_valid(NOW, main_queue=False).evaluate(gone) is True  # S7.2: no expiry
+    assert deferred_expired(NOW, main_queue=False).evaluate(gone) is False
+    live = row(state="Deferred", lane=Lane.DEFERRED, expires_at_utc=NOW + timedelta(seconds=1))
+    assert deferred_valid(NOW).evaluate(live) is True
+    assert deferred_expired(NOW).evaluate(live) is False
+    out = apply(expiry_outcome(True), gone)
+    assert out["lane"] == Lane.DEAD_LETTER and out["state"] == "Active"
+    assert out["dead_letter_reason"] == "TTLExpiredException"
+    assert apply(expiry_outcome(False), gone)["_op"] == "delete"
 
 
 def test_s6_3_receive_deferred_locks_and_keeps_the_deferred_state() -> None:
