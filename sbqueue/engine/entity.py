@@ -36,6 +36,7 @@ from sbqueue.core.routing import RoundRobin
 from sbqueue.core.sequence import counter_of, partition_of
 from sbqueue.core.sizes import check_dead_letter_text
 from sbqueue.core.subqueues import SubQueue
+from sbqueue.core.tokens import is_range_token
 from sbqueue.core.transitions import (
     SESSIONLESS_REASON,
     Lane,
@@ -582,12 +583,15 @@ class Entity:
         self._settle_ranges(spans_of(locks), "materialize")
 
     def _may_range(self) -> bool:
-        """Whether this entity's settlements may touch range locks (decision 018)."""
-        return self.lane == Lane.MAIN and self.ledger.commits_here()
+        """Whether this entity's settlements may touch range locks (decision 018): in the
+        main queue, whichever executor took them."""
+        return self.lane == Lane.MAIN
 
     def _settle_ranges(self, asked: dict[tuple[int, str], Span], kind: str
                        ) -> tuple[SettleResult, set[tuple[int, str]]]:
-        """``receive_range.settle_ranges`` under the partitions' hold, retried on conflicts."""
+        """``receive_range.settle_ranges`` of the keys whose token is a range lock's
+        (``core.tokens``), under the partitions' hold, retried on conflicts."""
+        asked = {key: span for key, span in asked.items() if is_range_token(key[1])}
         if not asked or not self._may_range():
             return SettleResult(), set()
         partitions = sorted({p for p, _ in asked})

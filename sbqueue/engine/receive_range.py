@@ -21,7 +21,6 @@ maintenance keeps their segments (``engine.maintain``).
 
 from __future__ import annotations
 
-import uuid
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.core.sequence import partition_of
+from sbqueue.core.tokens import range_token
 from sbqueue.core.transitions import ACTIVE, Lane, ReceiveContext
 from sbqueue.engine import forward_window
 from sbqueue.engine.columns import partition_column
@@ -64,7 +64,7 @@ def receive_ranges(entity: Entity, max_messages: int, ctx: ReceiveContext,
     A claim that read only part of the head (``forward_window``'s reach, or a bounded run
     of commits) and took fewer than asked is followed by another, under the same token: a
     partition's windows then hold consecutive numbers, settled whole as one range."""
-    token, left = str(uuid.uuid4()), max_messages
+    token, left = range_token(), max_messages
     claims: list[forward_window.Claim] = []
     while left > 0 and len(claims) < _CLAIMS:
         got = retry_conflicts(partial(forward_window.claim, entity, token, left, ctx,
@@ -228,9 +228,8 @@ def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: dateti
 
 def materialize_lapsed(entity: Entity, partitions: list[int], now: datetime) -> None:
     """Turn the ranges of ``partitions`` whose lock ran out into message rows (one commit),
-    so that a receive finds their messages returned (S5.3)."""
-    if not entity.ledger.commits_here():
-        return
+    so that a receive finds their messages returned (S5.3). On either executor: a range
+    locked by a process on the other one is returned here too."""
 
     def attempt() -> None:  # read again on each try: another may have done it meanwhile
         lapsed = _ranges(entity.ledger, partitions, lambda r: r["locked_until_utc"] <= now)

@@ -16,6 +16,7 @@ from sbqueue.core.routing import partition_for
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.receive_range import MIN_RANGE
 from sbqueue.engine.schema import WINDOW
+from sbqueue.spark.plans import executed_plan
 
 pytestmark = pytest.mark.spark
 
@@ -57,7 +58,7 @@ def test_s3_1_s5_4_a_range_receive_numbers_messages_as_the_view_does(admin, spar
 
     got = queue.receive_dataframe(3 * MIN_RANGE)
 
-    plan = got._jdf.queryExecution().executedPlan().toString()
+    plan = executed_plan(got)
     assert ("Join" in plan) == in_send_order  # a grouped send's runs need no join
     assert_df_equality(got.select(F.col("body").cast("string").alias("body"),
                                   "sequence_number"), before, ignore_row_order=True,
