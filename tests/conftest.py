@@ -72,9 +72,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Files of the slow tests that run a minute or more, longest first (decision 013).
-LONGEST = ("test_soak_run", "test_stream_kill", "test_catalog_stores", "test_wheel", "test_exit",
-           "test_notebooks", "test_connect", "test_maintenance_days", "test_stream_sink",
-           "test_jobs", "test_cluster", "test_demo", "test_multiprocess")
+LONGEST = ("test_soak_faults", "test_soak_run", "test_stream_kill", "test_catalog_stores",
+           "test_wheel", "test_exit", "test_notebooks", "test_connect", "test_maintenance_days",
+           "test_stream_sink", "test_jobs", "test_cluster", "test_demo", "test_multiprocess")
 
 
 def _start_order(item: pytest.Item) -> tuple[int, int]:

@@ -2,9 +2,20 @@
 
 `.ci/wheel-check` runs it with ``PATH=/usr/bin:/bin`` and no ``VIRTUAL_ENV`` or
 ``PYSPARK_*`` variables (as pipx, cron, systemd, IDEs and Docker ``CMD`` start programs):
-everything that runs Python inside Spark's workers must find sbqueue there (issue 17).
-Keyed sends (routing UDF), a receive, a DataFrame job with a Python UDF, a topic send
-through a SQL filter and ``spark.read.format("sbqueue")`` with no ``register`` (issue 41).
+what runs Python inside Spark's workers must find sbqueue there (issue 17). What it does,
+and what it checks:
+
+- keyed client sends (routed on the driver, where the queue is local), then a receive
+  that gets at least one of them back, and completes what it got;
+- a topic send through a SQL filter: the filtered subscription receives exactly the
+  matching message;
+- a DataFrame send whose bodies a user's Python UDF makes and whose ``session_id`` column
+  sbqueue's routing UDF routes, both run in Spark's Python workers;
+- ``spark.read.format("sbqueue")`` with no ``register`` (issue 41): it reads as many rows
+  as the queue's view, at least the 20 just sent;
+- a DataFrame receive of what is left, completed: exactly the 20 rows sent (so the client
+  receive above got and completed all six).
+
 Prints ``venv-program: ok`` at the end; any failure exits non-zero.
 """
 

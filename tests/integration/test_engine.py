@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from pyspark.sql import functions as F
@@ -110,26 +111,45 @@ def test_s2_2_s2_4_bad_sends_store_nothing(queue, spark) -> None:
 
 
 def test_s14_1_sends_never_abort_receives(queue, spark) -> None:
-    """S14.1: sends into a partition while it is being received from; no receive aborts."""
+    """S14.1: sends into the partitions while they are being received from, the two in
+    time together; no receive aborts: each returns every message it asked for, and none
+    had a conflict to retry."""
+    from sbqueue.store.guarded import conflicts_retried
+
     queue.send_dataframe(spark.range(64).selectExpr("CAST(id AS STRING) AS body"))
     errors: list[BaseException] = []
+    sends: list[tuple[float, float]] = []
+    sending, received = threading.Event(), threading.Event()
 
     def sender() -> None:
         try:
-            for i in range(3):
+            for i in range(12):  # until the receives are done, a few at least
+                if received.is_set() and len(sends) >= 3:
+                    return
+                started = time.monotonic()
+                sending.set()
                 queue.send_dataframe(spark.range(16).selectExpr(f"'late-{i}' AS body"))
+                sends.append((started, time.monotonic()))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
     thread = threading.Thread(target=sender)
+    before = conflicts_retried()
     thread.start()
-    received = 0
+    assert sending.wait(120)
+    counts, receives = [], []
     for _ in range(3):
-        received += queue.receive_dataframe(16).count()
+        started = time.monotonic()
+        counts.append(queue.receive_dataframe(16).count())
+        receives.append((started, time.monotonic()))
+    received.set()
     thread.join()
     assert not errors
-    assert received > 0
-    assert queue.counts()["total"] == 64 + 48
+    assert counts == [16, 16, 16]  # none came back short
+    assert conflicts_retried() == before  # no receive's commit met a send's
+    assert any(s0 < r1 and r0 < s1 for s0, s1 in sends for r0, r1 in receives), (
+        sends, receives)  # a send and a receive ran at the same time
+    assert queue.counts()["total"] == 64 + 16 * len(sends)
 
 
 def test_sql_view_by_documented_name(queue, spark) -> None:

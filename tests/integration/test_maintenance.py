@@ -131,10 +131,16 @@ def test_maintenance_beside_busy_senders_and_receivers_loses_nothing(
             time.sleep(0.5)
 
     def receive() -> None:
-        while not stop.is_set():
-            got = queue.receive_dataframe(50).localCheckpoint()
-            received.extend(r[0] for r in got.select("message_id").collect())
-            queue.complete_dataframe(got)
+        try:
+            while not stop.is_set():
+                got = queue.receive_dataframe(50).localCheckpoint()
+                ids = [r[0] for r in got.select("message_id").collect()]
+                received.extend(ids)
+                settled = queue.complete_dataframe(got).settled
+                if settled != len(ids):  # a 5-minute lock: every complete must hold
+                    raise AssertionError(f"{settled} of {len(ids)} completes settled")
+        except BaseException as exc:  # a receive or complete that failed lands here
+            errors.append(exc)
 
     workers = [threading.Thread(target=send), threading.Thread(target=receive)]
     for worker in workers:
@@ -147,6 +153,7 @@ def test_maintenance_beside_busy_senders_and_receivers_loses_nothing(
             worker.join()
     assert not errors, errors
     assert sum(r.cursor_commits for r in reports) >= 1
+    assert received, "the receiver took nothing while maintenance ran"
     for _ in range(10):  # drain what is left
         got = queue.receive_dataframe(10_000).localCheckpoint()
         if got.count() == 0:

@@ -1,119 +1,59 @@
-"""The chaos soak's invariant checker (issue 21 point 1): the histories of every process
-(``soak_history``) and the entities' final state against the rules a Service Bus user
-relies on. Pure: no Spark; the runner reads the tables and passes plain rows.
+"""The chaos soak's invariant checker (issue 21 point 1, issue 42): the histories of every
+process (``soak_history``), what the runner saw, the entities' final state and the final
+drain, against the rules a Service Bus user relies on. Pure: no Spark; the runner reads
+the tables and passes plain rows.
 
 A lock is *certainly held* from the moment its receive returned (``at``) until the
 earliest of its ``until``, the start of the first settlement or transaction that named its
 token, and (for renewals) the renewed ``until``. Two locks of one message certainly held
 at the same instant are a violation; so is a receive that started after the message's
 completion returned. Times carry a ``margin`` for the reads of one shared clock.
+
+Each check has a reference of its own, not the implementation's: where every message must
+end (``soak_check_end``: the histories and the final drain by the clients), the roles'
+progress (``soak_check_roles``), and a sequence number's partition as the SDK documents
+it (its top 16 bits), not the engine's decoding.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from itertools import pairwise
 
+from soak_check_end import drained_counts, whereabouts
+from soak_check_roles import roles, tally
+from soak_facts import INVARIANTS, Counted, Report, Rules, Stored, chain, completed, sent
 from soak_history import Event
 
-__all__ = ["INVARIANTS", "Counted", "Report", "Stored", "chain", "check"]
+__all__ = ["INVARIANTS", "Counted", "Report", "Rules", "Stored", "chain", "check"]
 
-INVARIANTS = (
-    "lost",  # a message whose send returned is nowhere: not completed, stored or expired
-    "overlapping locks",  # one message, two holders certainly holding it at once
-    "delivered after completion",
-    "duplicate delivered twice",  # one duplicate-detection id, two sequence numbers
-    "session order",  # a session's first deliveries out of sequence order
-    "session holders",  # one session, two holders at once
-    "transaction partial",  # some of a transaction's operations visible, not all
-    "copies",  # one message (one copy of a fan-out) at two sequence numbers of one path
-    "numbers",  # a number twice, outside its partition, or below an earlier send's
-    "counts",  # the runtime counts do not add up to the messages held
-)
+# The SDK documents a partitioned entity's sequence number as carrying the partition in its
+# topmost 16 bits (of 64): the checker decodes it so, not with the engine's own function.
+PARTITION_SHIFT = 64 - 16
 
-
-@dataclass(frozen=True)
-class Stored:
-    """One message of an entity's final state (its SQL view)."""
-
-    entity: str
-    id: str
-    seq: int
-    partition: int
-    sub_queue: str  # Main, DeadLetter, TransferDeadLetter, Transfer
-    state: str  # Active, Deferred, Scheduled
-
-
-@dataclass(frozen=True)
-class Counted:
-    """An entity's runtime counts (S16.2) as read at the end."""
-
-    entity: str
-    active: int
-    scheduled: int
-    dead_letter: int
-    transfer_dead_letter: int
-    transfer: int
-    total: int
-
-
-@dataclass
-class Report:
-    """Violations by invariant (each with a few examples) and operations by role."""
-
-    violations: dict[str, list[str]] = field(
-        default_factory=lambda: {name: [] for name in INVARIANTS})
-    operations: Counter[str] = field(default_factory=Counter)
-    errors: Counter[str] = field(default_factory=Counter)
-    # Messages not found that an interrupted receive-and-delete may have taken (at most
-    # what those calls asked for, on their entities): not counted as lost.
-    unattributed: int = 0
-
-    def add(self, invariant: str, example: str) -> None:
-        self.violations[invariant].append(example)
-
-    @property
-    def clean(self) -> bool:
-        return not any(self.violations.values())
-
-
-Routes = Callable[[Event], list[tuple[str, ...]]]
-
-
-def chain(entity: str, forwards: dict[str, str]) -> tuple[str, ...]:
-    """``entity`` and every entity it forwards to, in turn (a message may be in any)."""
-    path = [entity]
-    while path[-1] in forwards and forwards[path[-1]] not in path:
-        path.append(forwards[path[-1]])
-    return tuple(path)
 
 
 def check(events: Iterable[Event], stored: list[Stored], counted: list[Counted],
-          routes: Routes, dedupe: frozenset[str], now: float,
-          forwarding: frozenset[str] = frozenset(), margin: float = 0.25) -> Report:
-    """Every invariant of ``INVARIANTS`` over one soak's events and final state.
-    ``routes``: where each copy of a send may be (``chain``); ``dedupe``: the entities that
-    detect duplicates; ``forwarding``: those that forward (their main queue counts as
-    transfer, S13.2); ``now``: when the final state was read (times to live)."""
+          rules: Rules, now: float, findings: Iterable[str] = ()) -> Report:
+    """Every invariant of ``INVARIANTS`` over one soak's events, final state and drain.
+    ``now``: when the final state was read (times to live); ``findings``: what the runner
+    saw outside the histories (tracebacks in standard error)."""
     log = list(events)
     report = Report()
-    for e in log:
-        if not e.ev.endswith("_begin"):
-            report.operations[e.role] += 1
-        if not e.ok:
-            report.errors[e.role] += 1
-    completed = _completed(log)
-    _locks(log, report, margin)
-    _completions(log, completed, report, margin)
-    _lost(log, completed, stored, routes, now, report)
-    _duplicates(log, stored, dedupe, report)
-    _copies(log, stored, dedupe, report)
-    _sessions(log, report, margin)
+    tally(log, report)
+    roles(log, findings, rules, report)
+    done = completed(log)
+    _locks(log, report, rules.margin)
+    _completions(log, done, report, rules.margin)
+    whereabouts(log, stored, rules, now, report)
+    _duplicates(log, stored, rules.dedupe, report)
+    _copies(log, stored, rules.dedupe, report)
+    _sessions(log, report, rules.margin)
     _transactions(log, stored, report)
-    _numbers(log, stored, dedupe, report)
-    _counts(stored, counted, forwarding, report)
+    _numbers(log, stored, rules.dedupe, report)
+    _counts(stored, counted, rules.forwarding, report)
+    drained_counts(log, counted, report)
     return report
 
 
@@ -185,27 +125,6 @@ def _locks(log: list[Event], report: Report, margin: float) -> None:
     _overlaps(report, "overlapping locks", _held(log, "message"), margin)
 
 
-def _completed(log: list[Event]) -> dict[tuple[str, int], float]:
-    """Per (entity, sequence number): when its completion first returned (a complete, a
-    receive-and-delete, a committed transaction's complete)."""
-    out: dict[tuple[str, int], float] = {}
-    committed = {e.tx: e.at for e in log if e.ev == "tx_end" and e.ok and e.tx}
-
-    def done(entity: str, seq: int | None, at: float) -> None:
-        if seq is not None:
-            key = (entity, int(seq))
-            out[key] = min(out.get(key, at), at)
-
-    for e in log:
-        taken = e.ev == "receive" and e.mode == "receive_and_delete"
-        if taken or (e.ev == "settle" and e.action == "complete" and e.ok):
-            done(e.entity, e.seq, e.at)
-        elif e.ev == "tx_begin" and e.tx in committed:
-            for seq, _ in e.locks:
-                done(e.entity, seq, committed[e.tx])
-    return out
-
-
 def _completions(log: list[Event], completed: dict[tuple[str, int], float], report: Report,
                  margin: float) -> None:
     for e in log:
@@ -216,52 +135,6 @@ def _completions(log: list[Event], completed: dict[tuple[str, int], float], repo
             report.add("delivered after completion",
                        f"{e.entity} #{e.seq} ({e.id}) received at {e.started:.2f}, "
                        f"completed at {at:.2f}")
-
-
-def _sent(log: list[Event]) -> list[Event]:
-    """Sends that must not be lost: outside a transaction, or in one that committed."""
-    committed = {e.tx for e in log if e.ev == "tx_end" and e.ok}
-    return [e for e in log if e.ev == "send" and (e.tx is None or e.tx in committed)]
-
-
-def _interrupted(log: list[Event]) -> list[Event]:
-    """The begin events of calls a kill cut short (no end event with their call id)."""
-    ended = {e.call for e in log if e.call is not None and not e.ev.endswith("_begin")}
-    return [e for e in log if e.ev.endswith("_begin") and e.call is not None
-            and e.call not in ended]
-
-
-def _lost(log: list[Event], completed: dict[tuple[str, int], float], stored: list[Stored],
-          routes: Routes, now: float, report: Report) -> None:
-    ids_of = {(e.entity, int(e.seq)): e.id for e in log if e.ev == "receive" and e.seq is not None}
-    maybe = dict(completed)
-    cut = _interrupted(log)
-    for e in cut:  # a complete or a transaction that may have committed before the kill
-        seqs = [e.seq] if e.ev == "settle_begin" and e.action == "complete" else (
-            [s for s, _ in e.locks] if e.ev == "tx_begin" else [])
-        for seq in seqs:
-            if seq is not None:
-                maybe.setdefault((e.entity, int(seq)), e.started)
-    gone = {(entity, ids_of.get((entity, seq))) for entity, seq in maybe}
-    taken: Counter[str] = Counter()
-    for e in cut:
-        if e.ev == "receive_begin" and e.mode == "receive_and_delete":
-            taken[e.entity] += e.count
-    held = {(s.entity, s.id) for s in stored}
-    for send in _sent(log):
-        expired = send.ttl is not None and send.at + send.ttl < now
-        for message in send.ids:
-            for route in routes(send):
-                if expired or any((entity, message) in held or (entity, message) in gone
-                                  for entity in route):
-                    continue
-                spare = next((entity for entity in route if taken[entity] > 0), None)
-                if spare is not None:
-                    taken[spare] -= 1
-                    report.unattributed += 1
-                    continue
-                report.add("lost", f"{message} sent to {send.entity} at {send.at:.2f} "
-                                   f"by {send.role}: nowhere on {' -> '.join(route)}")
 
 
 def _numbers_of(log: list[Event], stored: list[Stored], counts: Callable[[str, str], bool]
@@ -291,7 +164,7 @@ def _duplicates(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
 def _copies(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
             report: Report) -> None:
     """An id sent once is one message on each entity it reaches (forwarded, fanned out)."""
-    once = Counter(m for e in _sent(log) for m in e.ids)
+    once = Counter(m for e in sent(log) for m in e.ids)
     seqs = _numbers_of(log, stored,
                        lambda entity, message: entity not in dedupe and once[message] == 1)
     for (entity, message), numbers in seqs.items():
@@ -331,26 +204,36 @@ def _transactions(log: list[Event], stored: list[Stored], report: Report) -> Non
 
 def _numbers(log: list[Event], stored: list[Stored], dedupe: frozenset[str],
              report: Report) -> None:
-    """Each number once and in its partition; and per partition of an entity, a message
-    whose send returned before another's began has the lower number (S3.1: numbers follow
-    the order sends commit in)."""
-    from sbqueue.core.sequence import partition_of
-
+    """Each number once and in its partition (the view's ``partition_id`` against the SDK's
+    layout); per partition of an entity, a message whose send returned before another's
+    began has the lower number (S3.1: numbers follow the order sends commit in); and one
+    partition key, one partition of an entity (S3.2)."""
     twice = Counter((s.entity, s.seq) for s in stored)
     for (entity, seq), n in twice.items():
         if n > 1:
             report.add("numbers", f"{entity} #{seq} held {n} times")
     for s in stored:
-        if partition_of(s.seq) != s.partition:
+        if _partition(s.seq) != s.partition:
             report.add("numbers", f"{s.entity} #{s.seq} in partition {s.partition}")
-    sends = {(e.entity, m): e for e in _sent(log) if e.entity not in dedupe for m in e.ids}
+    sends = {(e.entity, m): e for e in sent(log) if e.entity not in dedupe for m in e.ids}
     seqs = _numbers_of(log, stored, lambda entity, message: (entity, message) in sends)
     lines: dict[tuple[str, int], list[tuple[Event, int, str]]] = defaultdict(list)
     for (entity, message), numbers in seqs.items():
         for seq in numbers:
-            lines[(entity, partition_of(seq))].append((sends[(entity, message)], seq, message))
+            lines[(entity, _partition(seq))].append((sends[(entity, message)], seq, message))
     for (entity, _), items in lines.items():
         _rising(entity, items, report)
+    keyed: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for e in log:
+        if e.ev == "receive" and e.key is not None and e.seq is not None:
+            keyed[(e.entity, e.key)].add(_partition(int(e.seq)))
+    for (entity, key), partitions in keyed.items():
+        if len(partitions) > 1:
+            report.add("numbers", f"{entity}: key {key!r} in partitions {sorted(partitions)}")
+
+
+def _partition(seq: int) -> int:
+    return seq >> PARTITION_SHIFT
 
 
 def _rising(entity: str, items: list[tuple[Event, int, str]], report: Report) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,10 +32,21 @@ class Event:
     - ``tx_begin`` / ``tx_end``: a transaction's sends (``ids``) and completes (``locks``),
       then whether its commit returned (``ok``);
     - ``session_lock`` / ``session_release``: a session lock taken ``until``, given back;
-    - ``settle_begin`` / ``receive_begin``: written before a complete or a
+    - ``settle_begin`` / ``receive_begin``: written before a settlement or a
       receive-and-delete call, with the ``call`` id its end event repeats. A begin with no
-      end is a call a kill interrupted: it may have taken effect.
-    - ``step``: one step of a job role (forward, maintain).
+      end, the last event of its role in a process that was killed, is a call the kill
+      interrupted: it may have taken effect.
+    - ``step``: one step of a job role (forward, maintain: ``moved`` what it forwarded or
+      the entities it maintained), or a role's loop turn that returned with nothing to
+      report (an empty receive);
+    - ``start``: a role's thread began its loop (its process's Spark session is up);
+      ``crash``: a role's call raised an exception that is not a ``ServiceBusError``;
+    - ``spawn`` / ``kill`` / ``exit`` / ``term`` / ``stop``: the runner (role ``runner``)
+      started a ``process`` (``pid``, its roles in ``ids``), killed it, saw it end by
+      itself (``code``), asked it to stop at the end (SIGTERM), or saw it stop (``code``;
+      ``ok`` false when it had to be killed);
+    - ``drained``: the end of the final drain (role ``final-drain``), whose ``receive``
+      events name the ``sub_queue`` each message came out of.
     """
 
     ev: str
@@ -59,6 +71,11 @@ class Event:
     until: float | None = None
     pid: int = 0
     call: str | None = None
+    process: str | None = None
+    code: int | None = None
+    moved: int = 0
+    key: str | None = None  # a received message's partition key
+    sub_queue: str | None = None  # Main, DeadLetter or TransferDeadLetter (the final drain)
 
     @staticmethod
     def from_json(line: str) -> Event:
@@ -73,13 +90,18 @@ class History:
 
     def __init__(self, path: Path, role: str) -> None:
         self.role = role
+        self.written = 0  # events written so far (a role's turn that wrote none says so)
         self._file = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
 
     def write(self, ev: str, **fields: Any) -> None:
-        event = Event(ev=ev, role=self.role, pid=os.getpid(), **fields)
-        self._file.write(json.dumps(asdict(event), default=str) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        fields.setdefault("pid", os.getpid())
+        event = Event(ev=ev, role=self.role, **fields)
+        with self._lock:
+            self._file.write(json.dumps(asdict(event), default=str) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self.written += 1
 
     def close(self) -> None:
         self._file.close()
