@@ -18,7 +18,7 @@ Data flow (docs/decisions/004-cursor-layout.md):
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -138,6 +138,9 @@ class ReceiveResult:
     # The handed-out messages with bodies, when the receive already read them (a receive
     # decided on the driver, ``engine.receive_small``): no body read after the commit.
     messages: list[dict[str, Any]] | None = None
+    # The lowest and highest batch index handed out (``with_bodies`` reads only the files
+    # and row groups holding them, not the whole send); None: not known.
+    index_span: tuple[int, int] | None = None
 
     def frame(self) -> DataFrame:
         """The handed-out rows' state as a DataFrame."""
@@ -534,6 +537,8 @@ def receive_once(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
         F.min("sequence_number").alias("low"), F.max("sequence_number").alias("high"),
         F.sum(F.col(OP_COLUMN).isNotNull().cast("int")).alias("writes"),
         F.sum(F.col("_handed").cast("int")).alias("handed"),
+        F.min(F.when(F.col("_handed"), F.col("batch_index"))).alias("lo"),
+        F.max(F.when(F.col("_handed"), F.col("batch_index"))).alias("hi"),
         F.max("_left").alias("left")).collect()
     handed_count = sum(int(r["handed"]) for r in summary)
     committed, told = False, None
@@ -551,14 +556,23 @@ def receive_once(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
     left = dict.fromkeys(a.partitions, 0)
     for r in summary:
         left[int(r["partition_id"])] = max(left[int(r["partition_id"])], int(r["left"] or 0))
+    ends = [r[end] for r in summary if int(r["handed"]) for end in ("lo", "hi")]
     return ReceiveResult(handed=changes.where(F.col("_handed")), locators=locators,
                          count=handed_count, left=left, committed=committed,
-                         locked_until=told if a.ctx.peek_lock else None)
+                         locked_until=told if a.ctx.peek_lock else None,
+                         index_span=span_of(ends))
+
+
+def span_of(indexes: Sequence[int | None]) -> tuple[int, int] | None:
+    """The lowest and highest of ``indexes`` (``ReceiveResult.index_span``); None where
+    there are none or one is not known."""
+    known = [int(i) for i in indexes if i is not None]
+    return (min(known), max(known)) if known and len(known) == len(indexes) else None
 
 
 def with_bodies(inbox: Inbox, result: ReceiveResult) -> DataFrame:
     """The handed-out rows as messages: their state joined with their inbox rows, read with
-    literal partition, segment and send filters (pruning and data skipping)."""
+    literal partition, segment, send and batch-index filters (pruning and data skipping)."""
     state = result.frame().select(*LOCATOR, "sequence_number", *STATE_OUT)
     if result.locked_until is not None:
         state = state.withColumn("locked_until_utc", F.when(
@@ -568,6 +582,8 @@ def with_bodies(inbox: Inbox, result: ReceiveResult) -> DataFrame:
         where = (F.col("partition_id").isin(sorted({p for p, _, _ in result.locators}))
                  & F.col("segment").isin(sorted({s for _, s, _ in result.locators}))
                  & F.col("send_id").isin(sorted({x for _, _, x in result.locators})))
+    if result.index_span is not None:  # files and row groups skipped by batch index
+        where = where & F.col("batch_index").between(*result.index_span)
     return state.join(inbox.rows(where), LOCATOR).select(*OUTPUT_COLUMNS)
 
 

@@ -47,6 +47,7 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.columns import to_column, to_sql, values_frame
 from sbqueue.engine.inbox import Inbox
+from sbqueue.engine.inbox_head import read_head
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import (
     MAX_INDEX,
@@ -57,16 +58,15 @@ from sbqueue.engine.receive import (
     Attempt,
     Cursor,
     ReceiveResult,
-    after_cursors,
     as_aware,
     cursor_expect,
     cursors_of,
-    is_after,
     merge_scope,
     pending_or_void,
     receive_once,
     slice_lanes,
     slice_rule,
+    span_of,
 )
 from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
@@ -78,8 +78,6 @@ from sbqueue.engine.schema import (
     RECORD,
     ledger_match,
     ledger_row,
-    owned_rows,
-    owns,
 )
 from sbqueue.store.driver import Pinned
 from sbqueue.store.guarded import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
@@ -295,20 +293,9 @@ def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[d
 def _inbox_head(inbox: Inbox, cursors: list[Cursor], start: int, end: int, a: Attempt,
                 limit: int, bodies: bool = True) -> list[dict[str, Any]]:
     """The first ``limit`` inbox rows after the cursors, in commit order, whole (without
-    ``bodies``: the columns a decision reads): a prefix of each partition's rows. Read on
-    the driver where the inbox is local (no Spark job), else one top-k job."""
+    ``bodies``: the columns a decision reads): ``inbox_head.read_head``."""
     columns = _MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
-    partitions, after = set(a.partitions), is_after(cursors)
-    here = inbox.appended_here(
-        start - 1, end, [*LOCATOR[:-1], *columns, "batch_index", "targets"],
-        lambda r: r["partition_id"] in partitions and owns(a.target, r["targets"])
-        and after(r), ("_commit_version", "batch_index"), limit)
-    if here is None:
-        here = [as_aware(r) for r in inbox.appended(
-            start - 1, end, F.col("partition_id").isin(a.partitions) & owned_rows(a.target),
-        ).where(after_cursors(cursors)).select(
-            *LOCATOR[:-1], *columns, "batch_index", "_commit_version",
-        ).orderBy("_commit_version", "batch_index").limit(limit).collect()]
+    here = read_head(inbox, cursors, (start, end), a, limit, columns)
     if bodies and a.sessions:  # bodies of the sessions' rows only: the rest are passed
         for row in here:
             if row["session_id"] not in a.sessions:
@@ -417,7 +404,8 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
                          for c in handed if c["segment"] is not None}),
         count=len(handed), left=left, committed=committed,
         locked_until=told if a.ctx.peek_lock else None,
-        messages=[_message(c) for c in handed] if _with_messages(inbox, handed) else None)
+        messages=[_message(c) for c in handed] if _with_messages(inbox, handed) else None,
+        index_span=span_of([c["batch_index"] for c in handed]))
 
 
 def _merge(ledger: Ledger, writes: list[dict[str, Any]]) -> None:

@@ -318,12 +318,12 @@ class Table:
                                      where)
 
     def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
-                      keep: driver.Keep, order: Sequence[str], limit: int
-                      ) -> list[driver.Row] | None:
+                      keep: driver.Keep, order: Sequence[str], limit: int,
+                      where: str | None = None) -> list[driver.Row] | None:
         """``driver.appended``: the first appended rows read on the driver, no Spark job;
         None: read with Spark."""
         return driver.appended(self.path, after_version, up_to_version, columns, keep, order,
-                               limit)
+                               limit, where)
 
     def merge(self, scope: str, keys: Sequence[str], changes: DataFrame,
               columns: Sequence[str], match: str = "", delete_if: str = "false"

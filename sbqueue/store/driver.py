@@ -285,10 +285,12 @@ def _literal(value: Any) -> str:
 
 
 def appended(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
-             keep: Keep, order: Sequence[str], limit: int) -> list[Row] | None:
+             keep: Keep, order: Sequence[str], limit: int, where: str | None = None
+             ) -> list[Row] | None:
     """The first ``limit`` rows by ``order`` among the rows appended in versions
     (after_version, up_to_version] that ``keep`` accepts (from the change feed, each with
-    ``_commit_version``); None when it cannot be read here."""
+    ``_commit_version``); None when it cannot be read here. ``where``: a SQL filter the
+    rows must pass as well, by which delta-rs skips files and row groups."""
     if not enabled(path):
         return None
     if up_to_version <= after_version:
@@ -297,8 +299,8 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
         return None  # the log no longer holds those commits: Spark reads by row tracking
 
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
-    return _or_none(lambda: _first(_changes(path, after_version, up_to_version, wanted),
-                                   wanted, keep, order, limit))
+    return _or_none(lambda: _first(
+        _changes(path, after_version, up_to_version, wanted, where), wanted, keep, order, limit))
 
 
 def _feed_holds(path: str, after_version: int) -> bool:
@@ -462,8 +464,10 @@ def _commit_ranges(folder: str, version: int, partition: str, column: str
     found: dict[int, list[FileRange]] = {}
     try:
         for action in commit_actions(Path(folder) / "_delta_log", version):
+            if "cdc" in action:  # its change feed is these files, not its adds
+                return None
             add = action.get("add")
-            if add is None:
+            if add is None or add.get("dataChange") is False:  # a compaction: no rows added
                 continue
             stats = json.loads(add.get("stats") or "{}")
             low, high = (stats.get(k, {}).get(column) for k in ("minValues", "maxValues"))
