@@ -252,21 +252,23 @@ def subscription_delete(namespace: str, topic_name: str, name: str) -> None:
 @namespace_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def stats(namespace: str, as_json: bool) -> None:
-    """Runtime counts of every queue, and its messages per partition."""
+    """Runtime counts of every queue, and its messages per partition; and the executor
+    that serves the namespace here (local or spark)."""
     admin = admin_client(namespace)
+    executor = admin.namespace.executor
     rows = admin.list_queues_runtime_properties()
     per_partition = {r.name: admin.namespace.entity(r.name).partition_counts() for r in rows}
     if as_json:
         for r in rows:
             click.echo(json.dumps({
-                "queue": r.name, "active": r.active_message_count,
+                "queue": r.name, "executor": executor, "active": r.active_message_count,
                 "dead_letter": r.dead_letter_message_count,
                 "scheduled": r.scheduled_message_count, "total": r.total_message_count,
                 "size_in_bytes": r.size_in_bytes,
                 "partitions": {str(p): n for p, n in per_partition[r.name].items()}}))
         return
     table = Table("queue", "active", "dead-letter", "scheduled", "total", "bytes",
-                  "per partition")
+                  "per partition", caption=f"executor: {executor}")
     for r in rows:
         spread = " ".join(str(n) for _, n in sorted(per_partition[r.name].items()))
         table.add_row(r.name, str(r.active_message_count), str(r.dead_letter_message_count),

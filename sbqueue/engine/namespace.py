@@ -32,8 +32,10 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
+from sbqueue.spark.session import is_connect
 from sbqueue.store.delta import creates_here
 from sbqueue.store.documents import is_local, local_path, open_document_store
+from sbqueue.store.executor import Executor, opened
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,6 +103,8 @@ class Namespace:
             spark = get_session()
         self.spark = spark
         self.root = normalize_root(root)
+        # local or spark, chosen once before anything is read (``store.executor``)
+        self.executor: Executor = opened(self.root, is_connect(spark))
         self.catalog = _open_catalog(self.root, spark)
         existing = self.catalog.namespace()
         if existing is None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from sbqueue.spark.session import get_session, local_conf, stop_session, submit_properties
+from sbqueue.spark.session import (
+    get_session,
+    is_connect,
+    local_conf,
+    stop_session,
+    submit_properties,
+)
 
-__all__ = ["get_session", "local_conf", "stop_session", "submit_properties"]
+__all__ = ["get_session", "is_connect", "local_conf", "stop_session", "submit_properties"]

@@ -244,3 +244,9 @@ def stop_session() -> None:
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+
+
+def is_connect(session: object) -> bool:
+    """Whether ``session`` is a Spark Connect client's (its classes live in
+    ``pyspark.sql.connect``): told from the session itself, not from the environment."""
+    return type(session).__module__.startswith("pyspark.sql.connect")

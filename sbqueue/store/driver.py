@@ -39,6 +39,7 @@ from pyspark.sql.types import VariantVal
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
+from sbqueue.store.executor import spark_only
 from sbqueue.store.logfiles import commit_actions, commit_file
 
 __all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "Refused", "append",
@@ -48,7 +49,6 @@ __all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "Refused", 
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
-_SWITCH = "SBQUEUE_DRIVER_READS"  # "0" turns driver reads off (benchmarks compare both)
 _COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "0" turns a small receive's commits on the driver off
 
 log = logging.getLogger("sbqueue.store")
@@ -81,8 +81,9 @@ def _commit_properties(tag: str | None = None) -> Any:
 
 def enabled(path: str) -> bool:
     """Whether ``path`` can be read on the driver: a local folder, delta-rs installed, and
-    driver reads not switched off."""
-    if os.environ.get(_SWITCH, "1") == "0" or not is_local(path):
+    the local executor not refused (``store.executor``: asked for Spark, or a namespace
+    opened through Spark Connect)."""
+    if not is_local(path) or spark_only(path):
         return False
     try:
         import deltalake  # noqa: F401

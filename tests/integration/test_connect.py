@@ -4,8 +4,9 @@ The server is the one in the pip ``pyspark`` (its jars hold the Connect server),
 with spark-submit and sbqueue's own properties file (``sbqueue spark-conf``: Delta's jars,
 extension and catalog). Delta's Connect plugin is not needed: sbqueue talks to Delta in SQL
 only. The client side runs as a user's program does: a fresh interpreter with
-``SPARK_REMOTE`` set, no JVM of its own, and every read and commit made by the server
-(``SBQUEUE_DRIVER_READS=0``: as on cloud storage, where the client cannot see the files).
+``SPARK_REMOTE`` set, no JVM of its own, and every read and commit made by the server:
+sbqueue tells a Connect session from the session itself and picks the Spark executor
+(``store.executor``), with no environment variable.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ CHILD = textwrap.dedent(
 
     root = sys.argv[1]
     spark = get_session()  # SPARK_REMOTE: the Connect session, taken as is
-    out = {"session": type(spark).__module__}
+    out = {"session": type(spark).__module__,
+           "executor": Namespace(root, spark).executor}  # no environment variable says so
     admin = ServiceBusAdministrationClient(root, spark=spark)
     admin.create_queue("q", enable_partitioning=True)
     admin.create_queue("sink")
@@ -154,8 +156,9 @@ def test_issue19_point1_sbqueue_runs_through_spark_connect(connect_server: str,
                                                            tmp_path: Path) -> None:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "SPARK_REMOTE": connect_server, "SBQUEUE_DRIVER_READS": "0"}
-    env.pop("PYSPARK_GATEWAY_PORT", None)
+    env = {**os.environ, "SPARK_REMOTE": connect_server}
+    for name in ("PYSPARK_GATEWAY_PORT", "SBQUEUE_EXECUTOR", "SBQUEUE_DRIVER_READS"):
+        env.pop(name, None)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "ns"),
                            str(_script("sbqueue-forward"))], env=env,
                           capture_output=True, text=True, timeout=1200, check=False)
@@ -163,6 +166,7 @@ def test_issue19_point1_sbqueue_runs_through_spark_connect(connect_server: str,
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
     out = json.loads(line[len("RESULT "):])
     assert out["session"].startswith("pyspark.sql.connect")
+    assert out["executor"] == "spark"  # told from the session (issue 43)
     assert out["client"] == ["m0", "m1", "m2"]
     assert out["dataframe"] == ["d0", "d1", "d2", "d3"] and out["settled"] == 4
     assert out["view"] == 0  # every message settled

@@ -1,0 +1,94 @@
+"""Which executor runs a namespace's operations, decided here and nowhere else (issue 43).
+
+- ``local``: reads with delta-rs and commits the driver makes itself (``store.driver``,
+  ``store.tracked``): no Spark job. It needs the namespace's folder on this machine.
+- ``spark``: DataFrame reads and Spark's MERGE, DML and appends.
+
+``auto`` (the default) is ``local`` for a local folder where delta-rs imports, unless the
+session is a Spark Connect client (the folder a Connect server names is the server's, not
+this process's), else ``spark``. ``SBQUEUE_EXECUTOR=local|spark|auto`` forces it;
+``SBQUEUE_DRIVER_READS=0`` is an older spelling of ``spark``. ``SBQUEUE_DRIVER_COMMITS=0``
+stays a diagnostic switch: local reads, Spark's commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Literal
+
+from sbqueue.exceptions import InvalidOperationError
+from sbqueue.store.documents import is_local, local_path
+
+__all__ = ["ENV", "Executor", "choose", "opened", "spark_only"]
+
+ENV = "SBQUEUE_EXECUTOR"
+_READS = "SBQUEUE_DRIVER_READS"
+Executor = Literal["local", "spark"]
+log = logging.getLogger("sbqueue")
+_spark_roots: set[str] = set()  # namespaces opened through Spark Connect in this process
+
+
+def _asked() -> tuple[str, str]:
+    """What the environment asks for, and the words that say so."""
+    value = os.environ.get(ENV, "").strip().lower() or "auto"
+    if value not in ("auto", "local", "spark"):
+        raise InvalidOperationError(
+            f"{ENV}={value!r} is not an executor: give auto, local or spark (issue 43)")
+    if value == "auto" and os.environ.get(_READS, "1") == "0":
+        return "spark", f"{_READS}=0"
+    return value, f"{ENV}={value}"
+
+
+def _local_refused(root: str, connect: bool) -> str | None:
+    """Why the local executor cannot serve ``root``; None where it can."""
+    if connect:
+        return "the session is a Spark Connect client: the folder is the server's"
+    if not is_local(root):
+        return f"{root} is not a local folder"
+    try:
+        import deltalake  # noqa: F401
+    except ImportError:
+        return "delta-rs (the deltalake package) is not installed"
+    return None
+
+
+def choose(root: str, connect: bool) -> tuple[Executor, str]:
+    """The executor of the namespace at ``root`` and why; ``connect``: the session is a
+    Spark Connect client. ``SBQUEUE_EXECUTOR=local`` where the local executor cannot
+    serve is refused, naming why."""
+    asked, words = _asked()
+    if asked == "spark":
+        return "spark", words
+    refused = _local_refused(root, connect)
+    if refused is not None and asked == "local":
+        raise InvalidOperationError(f"{words}, but {refused}")
+    if refused is not None:
+        return "spark", refused
+    return "local", words if asked == "local" else "a local folder, delta-rs installed"
+
+
+def opened(root: str, connect: bool) -> Executor:
+    """``choose`` for a namespace being opened: remembered where it must be Spark although
+    the path alone says local (a Connect client), logged once at INFO."""
+    executor, why = choose(root, connect)
+    key = _key(root)
+    if executor == "spark" and is_local(root) and key not in _spark_roots:
+        _spark_roots.add(key)
+    log.info("sbqueue namespace %s: the %s executor (%s)", root, executor, why)
+    return executor
+
+
+def spark_only(path: str) -> bool:
+    """Whether a table at ``path`` must be read and written with Spark (asked for, or in
+    a namespace opened through Spark Connect): the store's driver paths ask this."""
+    if _asked()[0] == "spark":
+        return True
+    if not _spark_roots or not is_local(path):
+        return False
+    key = _key(path)
+    return any(key == root or key.startswith(root + "/") for root in _spark_roots)
+
+
+def _key(path: str) -> str:
+    return str(local_path(path)) if is_local(path) else path.rstrip("/")
