@@ -18,7 +18,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("soaks")]  # see test_soak_faults
 
 KINDS = ("sent", "received", "completed", "forwarded", "maintained", "errors")
 # What each role must have done at least once (the seeds give the session workers, the
