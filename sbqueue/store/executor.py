@@ -27,6 +27,7 @@ _READS = "SBQUEUE_DRIVER_READS"
 Executor = Literal["local", "spark"]
 log = logging.getLogger("sbqueue")
 _spark_roots: set[str] = set()  # namespaces opened through Spark Connect in this process
+_told: set[tuple[str, str]] = set()  # (root, executor) already logged
 
 
 def _asked() -> tuple[str, str]:
@@ -69,13 +70,17 @@ def choose(root: str, connect: bool) -> tuple[Executor, str]:
 
 
 def opened(root: str, connect: bool) -> Executor:
-    """``choose`` for a namespace being opened: remembered where it must be Spark although
-    the path alone says local (a Connect client), logged once at INFO."""
+    """``choose`` for a namespace being opened, logged at INFO once per root and choice.
+    A local root opened through Spark Connect is remembered, so its tables stay on Spark
+    although their paths say local; a choice the environment made is not (``spark_only``
+    reads the environment each time)."""
     executor, why = choose(root, connect)
     key = _key(root)
-    if executor == "spark" and is_local(root) and key not in _spark_roots:
+    if connect and is_local(root):
         _spark_roots.add(key)
-    log.info("sbqueue namespace %s: the %s executor (%s)", root, executor, why)
+    if (key, executor) not in _told:
+        _told.add((key, executor))
+        log.info("sbqueue namespace %s: the %s executor (%s)", root, executor, why)
     return executor
 
 

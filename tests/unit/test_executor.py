@@ -61,3 +61,12 @@ def test_a_namespace_opened_through_connect_keeps_its_tables_on_spark(tmp_path: 
     assert not executor.spark_only(str(other / "q" / "ledger"))
     assert not executor.spark_only(f"{root}-2/q/ledger")  # a sibling, not a child
     assert executor.opened(str(other), connect=False) == "local"
+
+
+def test_a_namespace_opened_on_spark_by_the_switch_is_local_once_the_switch_goes(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(executor.ENV, "spark")
+    assert executor.opened(str(tmp_path), connect=False) == "spark"
+    monkeypatch.delenv(executor.ENV)
+    assert executor.opened(str(tmp_path), connect=False) == "local"
+    assert not executor.spark_only(str(tmp_path / "q" / "ledger"))
