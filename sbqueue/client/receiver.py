@@ -22,8 +22,6 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import functions as F
-
 from sbqueue.client.convert import to_received, utc
 from sbqueue.client.enums import (
     NEXT_AVAILABLE_SESSION,
@@ -356,8 +354,7 @@ class ServiceBusReceiver:
         accept("receive_deferred_messages", kwargs, OPERATION)
         seqs = [sequence_numbers] if isinstance(sequence_numbers, int) else list(
             sequence_numbers)
-        df = self._entity.receive_deferred(seqs, self._mode)
-        messages = [to_received(r) for r in df.orderBy(F.col("sequence_number")).collect()]
+        messages = [to_received(r) for r in self._entity.receive_deferred_rows(seqs, self._mode)]
         if self.receive_mode == ServiceBusReceiveMode.RECEIVE_AND_DELETE:
             for message in messages:
                 message.settled = True

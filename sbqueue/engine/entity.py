@@ -84,7 +84,13 @@ from sbqueue.engine.receive_range import (
     spans_of,
     stated_spans,
 )
-from sbqueue.engine.receive_small import SMALL_RECEIVE, NotCancellable, cancel, receive
+from sbqueue.engine.receive_small import (
+    SMALL_RECEIVE,
+    NotCancellable,
+    cancel,
+    messages_here,
+    receive,
+)
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.engine.send_small import (
     SMALL,
@@ -620,6 +626,19 @@ class Entity:
         self.check_status("receive")
         if not sequence_numbers:
             return self.none()
+        return with_bodies(self.inbox, self._receive_deferred(sequence_numbers, mode))
+
+    def receive_deferred_rows(self, sequence_numbers: list[int], mode: str = "peek_lock"
+                              ) -> list[Row]:
+        """``receive_deferred`` as rows, by sequence number: no Spark job where the local
+        executor decided it (the client's call)."""
+        self.check_status("receive")
+        if not sequence_numbers:
+            return []
+        rows = collected(self.inbox, self._receive_deferred(sequence_numbers, mode))
+        return sorted(rows, key=lambda r: int(r["sequence_number"]))
+
+    def _receive_deferred(self, sequence_numbers: list[int], mode: str) -> ReceiveResult:
         lane = Lane.DEFERRED if self.lane == Lane.MAIN else self.lane
         ctx, seqs = self._context(mode == "peek_lock"), sorted(set(sequence_numbers))
         try:
@@ -631,12 +650,12 @@ class Entity:
             self._expire_deferred(seqs, lane, ctx, exc)
             raise
         assert applied.changes is not None
-        result = ReceiveResult(
+        return ReceiveResult(
             handed=applied.changes, locators=applied.locators, count=len(applied.valid),
             left={}, committed=True,
             locked_until=min(ctx.locked_until, utcnow() + self.props.lock_duration)
-            if mode == "peek_lock" else None)
-        return with_bodies(self.inbox, result)
+            if mode == "peek_lock" else None,
+            messages=None if applied.rows is None else messages_here(self.inbox, applied.rows))
 
     def _expire_deferred(self, seqs: list[int], lane: str, ctx: ReceiveContext,
                          refused: MessageNotFoundError) -> None:

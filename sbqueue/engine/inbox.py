@@ -9,6 +9,7 @@ Delta table itself.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import driver, row_ids
 from sbqueue.store.delta import Table
 from sbqueue.store.documents import local_path
+from sbqueue.store.logfiles import first_commit_since
 from sbqueue.store.tracked import Refused, Unsupported, append_tracked, arrow_schema
 
 __all__ = ["COMMIT_VERSION", "ROW_ID", "FileRange", "Inbox"]
@@ -103,6 +105,13 @@ class Inbox(Table):
         """Per partition, the batch-index range and row count of each file commit
         ``version`` added (its log entry, no data read); None where not told here."""
         return driver.commit_ranges(self.path, version, "partition_id", "batch_index")
+
+    def first_version_since(self, since: datetime, before: int, depth: int) -> int | None:
+        """The oldest version after which every commit up to ``before`` was made at or
+        after ``since`` (``logfiles.first_commit_since``); None where not told here."""
+        if not driver.enabled(self.path):
+            return None
+        return first_commit_since(local_path(self.path) / "_delta_log", since, before, depth)
 
     def send_rows_here(self, send_id: str, columns: list[str]) -> list[dict[str, Any]] | None:
         """The rows send ``send_id`` appended (its commit carries the id), each with its row

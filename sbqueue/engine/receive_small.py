@@ -46,6 +46,7 @@ from sbqueue.core.transitions import (
     receive_outcome,
 )
 from sbqueue.engine.columns import to_column, to_sql, values_frame
+from sbqueue.engine.dedupe_here import without_duplicates_here
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.inbox_head import read_head
 from sbqueue.engine.ledger import Ledger
@@ -82,8 +83,8 @@ from sbqueue.engine.schema import (
 from sbqueue.store.driver import Pinned
 from sbqueue.store.guarded import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
 
-__all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row", "receive",
-           "small_receive"]
+__all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row",
+           "handed_frame", "messages_here", "receive", "small_receive"]
 
 SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
 HEAD_ROWS = 32  # inbox rows read beyond those asked (expired, future, void ones are passed)
@@ -121,7 +122,7 @@ def decided_here(a: Attempt, lane: str) -> bool:
     # Maintenance's pass: expire what lies at the head and move idle cursors, hand out none.
     maintaining = a.total == 0 and a.advance_idle and not a.pass_to and lane == Lane.MAIN
     return ((asked or passing or maintaining) and (not a.sessions or lane == Lane.MAIN)
-            and a.dedupe is None and a.ctx.transfer_token is None
+            and a.ctx.transfer_token is None
             and lane in (Lane.MAIN, Lane.DEAD_LETTER, Lane.TRANSFER_DEAD_LETTER))
 
 
@@ -201,7 +202,11 @@ def _read(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, pinned: Pinned | 
         rows = _inbox_head(inbox, cursors, start, end, a, limit,
                            bodies=bodies and not a.pass_to)
         complete_head = len(rows) < limit
-        candidates += _inbox_candidates(rows, cursors, committed, a)
+        kept = rows if a.dedupe is None else without_duplicates_here(inbox, rows, a, a.dedupe,
+                                                                     end)
+        if kept is None:
+            return None
+        candidates += _inbox_candidates(kept, cursors, committed, a)  # duplicates unnumbered
     return _Read(cursors, candidates, found, complete_head, end)
 
 
@@ -399,7 +404,7 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
     if not complete_head:  # what lies past a cut head is unknown
         left = {p: n for p, n in left.items() if n}
     return ReceiveResult(
-        handed=lambda: _handed_frame(ledger.spark, handed),
+        handed=lambda: handed_frame(ledger.spark, handed),
         locators=sorted({(int(c["partition_id"]), int(c["segment"]), str(c["send_id"]))
                          for c in handed if c["segment"] is not None}),
         count=len(handed), left=left, committed=committed,
@@ -472,12 +477,20 @@ def _with_messages(inbox: Inbox, handed: list[dict[str, Any]]) -> bool:
     return True
 
 
+def messages_here(inbox: Inbox, handed: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Ledger rows handed out by an operation decided on the driver, as messages with their
+    bodies (read on the driver by locator); None where they cannot be read here."""
+    rows = [dict(r) for r in handed]
+    return [_message(c) for c in rows] if _with_messages(inbox, rows) else None
+
+
 def _locator(row: dict[str, Any]) -> tuple[int, int, str, int]:
     return (int(row["partition_id"]), int(row["segment"]), str(row["send_id"]),
             int(row["batch_index"]))
 
 
-def _handed_frame(spark: SparkSession, handed: list[dict[str, Any]]) -> DataFrame:
+def handed_frame(spark: SparkSession, handed: list[dict[str, Any]]) -> DataFrame:
+    """Handed-out rows decided on the driver as the DataFrame ``with_bodies`` joins."""
     names = _HANDED_SCHEMA.fieldNames()
     return values_frame(spark, [tuple(c[n] for n in names) for c in handed], _HANDED_SCHEMA)
 

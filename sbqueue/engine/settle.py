@@ -11,6 +11,7 @@ commit conflicts only with work on those partitions (S14.1).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,9 +30,11 @@ from sbqueue.core.transitions import (
     settle_outcome,
     settle_valid,
 )
+from sbqueue.engine.by_number_here import Decided, apply_here
 from sbqueue.engine.columns import project, to_column, to_sql
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import as_aware, merge_scope
+from sbqueue.engine.receive_small import handed_frame
 from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET
 from sbqueue.engine.schema import LEDGER_TYPES, LOCATOR
 from sbqueue.store.guarded import EXPECT_COLUMN
@@ -61,8 +64,9 @@ class Applied:
     valid: list[int]
     invalid: list[int]
     missing: list[int]
-    changes: DataFrame | None
+    changes: DataFrame | Callable[[], DataFrame] | None  # a callable: built if asked
     locators: list[tuple[int, int, str]]
+    rows: list[dict[str, Any]] | None = None  # the changed rows, where decided on the driver
 
 
 def _scope(seqs: list[int], lanes: tuple[str, ...]) -> str:
@@ -83,6 +87,10 @@ def apply_by_sequence(ledger: Ledger, wanted: list[tuple[Any, ...]], lanes: tupl
     if a row changed meanwhile. ``schema``: of the tuples, when they carry more per-row
     values for ``outcome`` than the pair.
     """
+    names = [field.split()[0] for field in schema.split(",")]
+    here = apply_here(ledger, wanted, names, lanes, valid, outcome, require_all)
+    if here is not None:
+        return _applied(ledger, here)
     seqs = [int(w[0]) for w in wanted]
     scope = _scope(seqs, lanes)
     pairs = ledger.spark.createDataFrame(wanted, schema)
@@ -104,6 +112,15 @@ def apply_by_sequence(ledger: Ledger, wanted: list[tuple[Any, ...]], lanes: tupl
         missing=sorted(set(seqs) - {int(r[0]) for r in verdicts}), changes=changes,
         locators=sorted({(int(r["partition_id"]), int(r["segment"]), str(r["send_id"]))
                          for r in verdicts if r[1]}))
+
+
+def _applied(ledger: Ledger, here: Decided) -> Applied:
+    rows = here.changed
+    return Applied(
+        valid=here.valid, invalid=here.invalid, missing=here.missing,
+        changes=(lambda: handed_frame(ledger.spark, rows)) if rows else None,
+        locators=sorted({(int(r["partition_id"]), int(r["segment"]), str(r["send_id"]))
+                         for r in rows}), rows=rows or None)
 
 
 def settle_once(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, ...],

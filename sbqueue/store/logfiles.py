@@ -13,10 +13,11 @@ import contextlib
 import json
 import os
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["commit_actions", "commit_file", "publish", "put_if_absent"]
+__all__ = ["commit_actions", "commit_file", "first_commit_since", "publish", "put_if_absent"]
 
 
 def put_if_absent(target: Path, text: str) -> bool:
@@ -47,3 +48,24 @@ def commit_actions(log: Path, version: int) -> list[dict[str, Any]]:
     """The actions of commit ``version``, one per line of its file (OSError: not there)."""
     with open(commit_file(log, version), encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def first_commit_since(log: Path, since: datetime, before: int, depth: int) -> int | None:
+    """The oldest version up to ``before`` after which no commit is older than ``since``
+    (by its commit info's time): walking back from ``before``, the version after the first
+    commit made before ``since``. None when the walk would pass ``depth`` commits or meets a
+    commit file that is gone or has no time (the caller reads some other way)."""
+    version = before
+    for _ in range(depth):
+        if version < 0:
+            return 0
+        try:
+            info = next(a["commitInfo"] for a in commit_actions(log, version)
+                        if "commitInfo" in a)
+            stamp = info.get("inCommitTimestamp", info["timestamp"])
+        except (OSError, ValueError, KeyError, StopIteration):
+            return None
+        if datetime.fromtimestamp(stamp / 1000, timezone.utc) < since:
+            return version + 1
+        version -= 1
+    return None

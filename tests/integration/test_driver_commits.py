@@ -142,3 +142,43 @@ def test_s6_a_small_dataframe_settlement_commits_on_the_driver_once(
     rows = {r["sequence_number"]: r for r in queue.ledger.rows().where(
         "row_type = 'm' AND lane = 'dlq'").collect()}
     assert {r["dead_letter_reason"] for r in rows.values()} == {"bad"}
+
+
+@pytest.mark.parametrize("executor", ["local", "spark"])
+def test_s6_3_s8_2_deferred_messages_fetched_by_number_on_either_executor(
+        spark: Any, admin: Any, namespace_root: str, spark_jobs: Any, clock: Any,
+        monkeypatch: pytest.MonkeyPatch, executor: str) -> None:
+    """Fetching deferred messages by number (S6.3), and refusing an expired one (S8.2,
+    dead-lettered as it is asked for), give the same on both executors; on the local one
+    without a Spark job (the soak's receivers waited minutes for one on a loaded machine)."""
+    from datetime import timedelta
+
+    from sbqueue.exceptions import MessageNotFoundError
+
+    monkeypatch.setenv("SBQUEUE_EXECUTOR", executor)
+    admin.create_queue("q", enable_partitioning=True, lock_duration="PT5M",
+                       dead_lettering_on_message_expiration=True)
+    with ServiceBusClient(namespace_root, spark=spark) as client:
+        client.get_queue_sender("q").send_messages(
+            [ServiceBusMessage(f"m{i}", partition_key=f"k{i}",
+                               time_to_live=timedelta(minutes=1 if i == 2 else 60))
+             for i in range(3)])
+        receiver = client.get_queue_receiver("q", max_wait_time=5)
+        got = receiver.receive_messages(3)
+        while len(got) < 3:
+            got += receiver.receive_messages(3 - len(got))
+        for m in got:
+            receiver.defer_message(m)
+        by_body = {str(m): m.sequence_number for m in got}
+        wanted = [by_body["m1"], by_body["m0"]]
+        back, jobs = spark_jobs(lambda: receiver.receive_deferred_messages(wanted))
+        assert [str(m) for m in back] == sorted(["m0", "m1"], key=lambda b: by_body[b])
+        assert all(m.delivery_count == 2 and m.locked_until_utc for m in back)
+        for m in back:
+            receiver.complete_message(m)
+        assert (jobs == 0) == (executor == "local"), jobs
+        clock.advance(120)  # m2's time to live has run out
+        with pytest.raises(MessageNotFoundError, match=str(by_body["m2"])):
+            receiver.receive_deferred_messages([by_body["m2"]])
+        dead = client.get_queue_receiver("q", sub_queue="deadletter", max_wait_time=5)
+        assert [str(m) for m in dead.receive_messages(5)] == ["m2"]

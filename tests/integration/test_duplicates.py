@@ -79,3 +79,29 @@ def test_s11_1_a_copy_after_the_window_is_accepted(clock, short_window) -> None:
     with client.get_queue_receiver("dd", max_wait_time=5) as receiver:
         got = receiver.receive_messages(10)
         assert sorted(str(m) for m in got) == ["first", "second"]
+
+
+@pytest.mark.parametrize("executor", ["local", "spark"])
+def test_s11_2_a_receive_leaves_duplicates_out_on_either_executor(
+        executor, admin, spark, namespace_root, monkeypatch, spark_jobs) -> None:
+    """Duplicates within a batch, across sends and across partition keys' partitions are
+    left out alike by both executors; on the local one without a Spark job (the soak's
+    receivers waited minutes for Spark's on a loaded machine)."""
+    monkeypatch.setenv("SBQUEUE_EXECUTOR", executor)
+    client, _ = _queue(admin, spark, namespace_root, "PT10M")
+    with client.get_queue_sender("dd") as sender:
+        sender.send_messages([ServiceBusMessage(b, message_id=i, partition_key=k) for b, i, k in
+                              (("1", "a", "x"), ("2", "a", "x"), ("3", "b", "x"))])
+        sender.send_messages([ServiceBusMessage("4", message_id="b", partition_key="x"),
+                              ServiceBusMessage("5", message_id="b", partition_key="y")])
+    with client.get_queue_receiver("dd", max_wait_time=5) as receiver:
+        got, jobs = spark_jobs(lambda: receiver.receive_messages(10))
+        while more := receiver.receive_messages(10, max_wait_time=1):
+            got += more
+    # "5" is "b" under another key: another group (S11.2), kept
+    assert sorted(str(m) for m in got) == ["1", "3", "5"]
+    by_partition: dict[int, list[int]] = {}
+    for m in got:  # S3.1: duplicates take no number
+        by_partition.setdefault(m.sequence_number >> 48, []).append(m.sequence_number & 0xFFFF)
+    assert all(sorted(n) == list(range(1, len(n) + 1)) for n in by_partition.values())
+    assert (jobs == 0) == (executor == "local"), jobs
