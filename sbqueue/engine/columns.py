@@ -26,6 +26,7 @@ from pyspark.sql.types import DataType, StructType
 from sbqueue.core import clock
 from sbqueue.core.expr import Col, Expr, Lit, Op, When
 from sbqueue.core.sequence import COUNTER_BITS
+from sbqueue.store.thresholds import INLINE_ROWS
 from sbqueue.store.variant import epoch_micros, micros
 
 __all__ = ["arrow_values", "now_column", "partition_column", "project", "sequence_column",
@@ -33,7 +34,6 @@ __all__ = ["arrow_values", "now_column", "partition_column", "project", "sequenc
 
 _SQL_BINARY = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "+": "+",
                "and": "AND", "or": "OR"}
-INLINE_ROWS = 1000  # rows ``values_frame`` writes as SQL at most
 
 
 def sql_literal(value: Any) -> str:

@@ -20,11 +20,10 @@ from sbqueue.core.duplicates import DUPLICATE_GROUP, PREVIOUS_TIME, is_duplicate
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.receive import Attempt
 from sbqueue.engine.schema import COPY_BITS, LOCATOR, TRANSACTION_SEND_PREFIX, owns
-from sbqueue.store.driver import ROW_LIMIT
+from sbqueue.store.thresholds import ROW_LIMIT, WALK_COMMITS
 
 __all__ = ["CLOCK_MARGIN", "WALK_COMMITS", "without_duplicates_here"]
 
-WALK_COMMITS = 512  # commits a read walks back through at most before leaving it to Spark
 CLOCK_MARGIN = timedelta(minutes=1)  # a commit's time may trail its rows' sending this much
 
 Row = dict[str, Any]

@@ -93,7 +93,7 @@ from sbqueue.engine.receive_small import (
 )
 from sbqueue.engine.send import SendResult, send_dataframe
 from sbqueue.engine.send_small import (
-    SMALL,
+    SMALL_SEND,
     Outgoing,
     commit_once,
     forwarded_rows,
@@ -241,7 +241,7 @@ class Entity:
         """A client send: decided and committed on the driver where the inbox is local and
         the send small (``engine.send_small``, no Spark job); else ``as_dataframe()`` sent
         as a DataFrame. The same rows either way. ``send_id``: a transaction's."""
-        if len(messages) > SMALL or not self.inbox.commits_here():
+        if len(messages) > SMALL_SEND or not self.inbox.commits_here():
             return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes,
                                        send_id=send_id, in_send_order=True)
         props = self._check_sendable()

@@ -65,6 +65,7 @@ from sbqueue.engine.schema import (
     owns,
 )
 from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN
+from sbqueue.store.thresholds import MAX_RUNS, READ_CAP
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_RUNS", "NUMBERED", "Claim", "ForwardWindow", "Run", "claim", "leftover_windows",
            "numbered_rows", "release", "runs", "window_messages", "window_rows"]
 
-READ_CAP = 2_000_000  # head rows a claim reads on the driver at most (narrow columns)
 _INBOX_COLUMNS = [f.name for f in INBOX_SCHEMA.fields]
 _HEAD_COLUMNS = ["partition_id", "send_id", "batch_index", "targets", "enqueued_time_utc",
                  "scheduled_enqueue_time_utc", "expires_at_utc", "hop_count"]
@@ -527,7 +527,6 @@ def numbered_rows(source: Entity, windows: list[ForwardWindow], numbered: pa.Tab
         F.col("sequence_number").isNotNull())
 
 
-MAX_RUNS = 512  # runs numbered by one expression at most; more: a join
 
 
 @dataclass(frozen=True)

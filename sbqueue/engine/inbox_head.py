@@ -28,10 +28,10 @@ from pyspark.sql import functions as F
 from sbqueue.engine.inbox import FileRange, Inbox
 from sbqueue.engine.receive import Attempt, Cursor, after_cursors, as_aware, is_after
 from sbqueue.engine.schema import LOCATOR, owned_rows, owns
+from sbqueue.store.thresholds import WALK
 
 __all__ = ["WALK", "Bound", "bound", "head_filter", "read_head"]
 
-WALK = 8  # commits after the earliest cursor's own that a bound looks through at most
 Bound = tuple[int, int]  # (commit version, batch index): the last place read
 Ranges = Callable[[int], dict[int, list[FileRange]] | None]  # commit -> files per partition
 

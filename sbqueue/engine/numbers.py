@@ -19,7 +19,7 @@ from sbqueue.core.sequence import sequence_of
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive import first_cursor
-from sbqueue.store.driver import ROW_LIMIT
+from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["send_numbers"]
 

@@ -43,6 +43,7 @@ from sbqueue.engine.receive import OUTPUT_COLUMNS, as_aware
 from sbqueue.engine.schema import LEDGER_COLUMNS, LEDGER_TYPES, WINDOW, ledger_row
 from sbqueue.engine.settle import SettleResult
 from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, retry_conflicts
+from sbqueue.store.thresholds import MIN_RANGE
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["MIN_RANGE", "Span", "frame_spans", "materialize_lapsed", "ranges_in",
            "receive_ranges", "settle_ranges", "spans_of", "stated_spans"]
 
-MIN_RANGE = 1_000  # a receive asking fewer messages locks them one by one (as before)
 _W_COLUMNS = [c for c in LEDGER_COLUMNS if c != "session_state"]
 
 

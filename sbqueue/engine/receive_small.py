@@ -82,22 +82,16 @@ from sbqueue.engine.schema import (
 )
 from sbqueue.store.driver import Pinned
 from sbqueue.store.guarded import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
+from sbqueue.store.thresholds import HEAD_ROWS, MARKS_READ, SESSION_HEAD, SMALL_PASS, SMALL_RECEIVE
 
 __all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row",
            "handed_frame", "messages_here", "receive", "small_receive"]
 
-SMALL_RECEIVE = 100  # messages asked at most for a receive decided on the driver
-HEAD_ROWS = 32  # inbox rows read beyond those asked (expired, future, void ones are passed)
-# Inbox rows a session receive reads at most: other sessions' messages come between a
-# session's own (a head cut short of the asked messages falls back to the Spark path).
-SESSION_HEAD = 1024
-MARKS_READ = 4096  # cursors, commit markers and records a small receive reads at most
 # ``completed_by_record`` on the stored row, with the record's time and token from the fold
 # row (``_folds``): the same rule receives and reads apply to rows they read.
 FOLDED = to_sql(completed_by_record(), {
     "locked_until_utc": "t.locked_until_utc", RECORD_AT: "s.enqueued_time_utc"}) + \
     " AND t.lock_token <=> s.lock_token"
-SMALL_PASS = 4096  # inbox rows a cursor pass decided on the driver reads at most
 _MESSAGE_COLUMNS = [f.name for f in MESSAGE_FIELDS]
 _NARROW_COLUMNS = ["message_id", "session_id", "enqueued_time_utc",
                    "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes"]

@@ -33,15 +33,15 @@ from sbqueue.exceptions import (
     PartitionUnavailableError,
     StorageConflictError,
 )
+from sbqueue.store.thresholds import SMALL_SEND
 from sbqueue.store.variant import encode_object, micros, to_json
 
 if TYPE_CHECKING:
     from sbqueue.engine.inbox import Inbox
     from sbqueue.engine.quota import Quota
 
-__all__ = ["SMALL", "Outgoing", "commit_once", "forwarded_rows", "inbox_rows", "result_of"]
+__all__ = ["SMALL_SEND", "Outgoing", "commit_once", "forwarded_rows", "inbox_rows", "result_of"]
 
-SMALL = 200  # messages a send makes on the driver at most; more: one Spark job
 Outgoing = Mapping[str, Any]  # body (bytes), STRING_PROPERTIES, time_to_live,
 # scheduled_enqueue_time_utc (aware), application_properties (a dict of S2.3 values)
 Sendable = QueueProperties | TopicProperties  # what a driver send checks a message against

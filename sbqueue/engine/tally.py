@@ -37,7 +37,7 @@ from sbqueue.engine.schema import (
     dead_letter_mark,
     owns,
 )
-from sbqueue.store.driver import ROW_LIMIT
+from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["Held", "ahead", "completed", "held_here", "locator", "per_partition", "records_of",
            "rows_at", "tally", "view_name"]

@@ -36,7 +36,7 @@ from sbqueue.engine.receive import as_aware
 from sbqueue.engine.rule_columns import RulePlan, with_props
 from sbqueue.engine.schema import COPY_BITS, INBOX_SCHEMA, dead_letter_mark
 from sbqueue.engine.send import SendResult, send_dataframe
-from sbqueue.engine.send_small import SMALL, Outgoing, commit_once, inbox_rows, result_of
+from sbqueue.engine.send_small import SMALL_SEND, Outgoing, commit_once, inbox_rows, result_of
 from sbqueue.engine.storage_guard import storage_guarded
 from sbqueue.engine.view_here import view_rows_here
 from sbqueue.exceptions import (
@@ -188,7 +188,7 @@ class Topic:
         """A client send: fanned out (``fan_out_here``) and committed on the driver where the
         inbox is local and the send small, no Spark job; else ``as_dataframe()`` sent as a
         DataFrame. The same rows either way (S15.2)."""
-        if len(messages) > SMALL or not self.inbox.commits_here():
+        if len(messages) > SMALL_SEND or not self.inbox.commits_here():
             return self.send_dataframe(as_dataframe(), incoming_bytes=incoming_bytes)
         self.check_status()
         self.quota.check(incoming_bytes)

@@ -41,7 +41,7 @@ from sbqueue.engine.schema import (
     owns,
 )
 from sbqueue.engine.tally import ahead, completed, locator, records_of, rows_at, view_name
-from sbqueue.store.driver import ROW_LIMIT
+from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["LOCATOR", "VIEW_SCHEMA", "view_rows_here", "with_payloads"]
 

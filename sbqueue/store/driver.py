@@ -41,6 +41,7 @@ from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
 from sbqueue.store.executor import spark_only
 from sbqueue.store.logfiles import commit_actions, commit_file
+from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "Refused", "append",
            "appended", "appended_table", "commit_ranges", "commits_enabled", "committed_at",
@@ -48,7 +49,6 @@ __all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "Refused", 
            "tagged_version"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
-ROW_LIMIT = 20_000  # rows a driver read looks at at most; more: Spark reads
 _COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "0" turns a small receive's commits on the driver off
 
 log = logging.getLogger("sbqueue.store")

@@ -32,12 +32,12 @@ import pyarrow.parquet as pq
 from sbqueue.store import driver
 from sbqueue.store.documents import local_path
 from sbqueue.store.logfiles import commit_actions, commit_file
+from sbqueue.store.thresholds import ROW_IDS_DEPTH
 
 __all__ = ["ROW_ID", "commit_rows", "rows_by_id"]
 
 ROW_ID = "_row_id"  # the key each returned row holds its id under
 _MATERIALIZED = "delta.rowTracking.materializedRowIdColumnName"
-_DEPTH = 1000  # commits walked back at most before asking Spark
 log = logging.getLogger("sbqueue.store")
 Row = dict[str, Any]
 
@@ -78,7 +78,7 @@ def rows_by_id(path: str, partition: Mapping[str, Any], ids: Iterable[int],
         found: dict[int, Row] = {}
         removed: set[str] = set()
         live: list[Mapping[str, Any]] = []
-        for version in range(newest, max(-1, newest - _DEPTH), -1):
+        for version in range(newest, max(-1, newest - ROW_IDS_DEPTH), -1):
             if not commit_file(logdir, version).exists():
                 return None  # cleaned up or checkpointed past: Spark tells
             for action in reversed(commit_actions(logdir, version)):
