@@ -39,7 +39,7 @@ from pyspark.sql.types import VariantVal
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.documents import is_local, local_path
-from sbqueue.store.executor import spark_only
+from sbqueue.store.executor import delta_rs_installed, spark_only
 from sbqueue.store.logfiles import commit_actions, commit_file
 from sbqueue.store.thresholds import ROW_LIMIT
 
@@ -83,13 +83,7 @@ def enabled(path: str) -> bool:
     """Whether ``path`` can be read on the driver: a local folder, delta-rs installed, and
     the local executor not refused (``store.executor``: asked for Spark, or a namespace
     opened through Spark Connect)."""
-    if not is_local(path) or spark_only(path):
-        return False
-    try:
-        import deltalake  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return is_local(path) and not spark_only(path) and delta_rs_installed()
 
 
 class Pinned:

@@ -13,6 +13,7 @@ stays a diagnostic switch: local reads, Spark's commits.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from typing import Literal
@@ -20,7 +21,7 @@ from typing import Literal
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.documents import is_local, local_path
 
-__all__ = ["ENV", "Executor", "choose", "opened", "spark_only"]
+__all__ = ["ENV", "Executor", "choose", "delta_rs_installed", "opened", "spark_only"]
 
 ENV = "SBQUEUE_EXECUTOR"
 _READS = "SBQUEUE_DRIVER_READS"
@@ -47,11 +48,19 @@ def _local_refused(root: str, connect: bool) -> str | None:
         return "the session is a Spark Connect client: the folder is the server's"
     if not is_local(root):
         return f"{root} is not a local folder"
+    if not delta_rs_installed():
+        return "delta-rs (the deltalake package) is not installed"
+    return None
+
+
+@functools.cache
+def delta_rs_installed() -> bool:
+    """Whether delta-rs imports here (the local executor's reader and writer)."""
     try:
         import deltalake  # noqa: F401
     except ImportError:
-        return "delta-rs (the deltalake package) is not installed"
-    return None
+        return False
+    return True
 
 
 def choose(root: str, connect: bool) -> tuple[Executor, str]:
