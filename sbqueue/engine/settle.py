@@ -87,7 +87,7 @@ def apply_by_sequence(ledger: Ledger, wanted: list[tuple[Any, ...]], lanes: tupl
     if a row changed meanwhile. ``schema``: of the tuples, when they carry more per-row
     values for ``outcome`` than the pair.
     """
-    names = [field.split()[0] for field in schema.split(",")]
+    names = [part.split()[0] for part in schema.split(",")]  # the tuple fields, by name
     here = apply_here(ledger, wanted, names, lanes, valid, outcome, require_all)
     if here is not None:
         return _applied(ledger, here)
