@@ -23,13 +23,13 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from types import TracebackType
+from typing import Protocol
 
 from sbqueue.client.message import ServiceBusReceivedMessage
-from sbqueue.client.receiver import ServiceBusReceiver
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.clock import utcnow
 from sbqueue.exceptions import (
@@ -50,9 +50,23 @@ Renewable = ServiceBusReceivedMessage | ServiceBusSession
 FailureCallback = Callable[[Renewable, Exception | None], None]
 
 
+class Renewing(Protocol):
+    """What the renewer asks of a receiver (``ServiceBusReceiver`` is one): its lock length
+    and its two renewals. A protocol, so the receiver may name this module and not the other
+    way round."""
+
+    @property
+    def lock_duration(self) -> timedelta: ...
+
+    def renew_message_lock(self, message: ServiceBusReceivedMessage) -> datetime: ...
+
+    def renew_message_locks(self, messages: Sequence[ServiceBusReceivedMessage]
+                            ) -> dict[int, Exception]: ...
+
+
 @dataclass
 class _Entry:
-    receiver: ServiceBusReceiver
+    receiver: Renewing
     target: Renewable
     until: float  # monotonic time after which renewal stops
     on_failure: FailureCallback | None
@@ -93,7 +107,7 @@ class AutoLockRenewer:
         self._thread: threading.Thread | None = None
         self._commit_seconds: list[float] = []  # the last renewal commits' durations
 
-    def register(self, receiver: ServiceBusReceiver, renewable: Renewable,
+    def register(self, receiver: Renewing, renewable: Renewable,
                  max_lock_renewal_duration: float | None = None,
                  on_lock_renew_failure: FailureCallback | None = None) -> None:
         """Keep ``renewable``'s lock alive for up to ``max_lock_renewal_duration`` seconds:

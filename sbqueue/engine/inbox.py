@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import driver, row_ids
 from sbqueue.store.delta import Table
-from sbqueue.store.documents import local_path
+from sbqueue.store.location import local_path
 from sbqueue.store.logfiles import first_commit_since
 from sbqueue.store.tracked import Refused, Unsupported, append_tracked, arrow_schema
 

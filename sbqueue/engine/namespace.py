@@ -34,8 +34,9 @@ from sbqueue.exceptions import (
 )
 from sbqueue.spark.session import is_connect
 from sbqueue.store.delta import creates_here
-from sbqueue.store.documents import is_local, local_path, open_document_store
+from sbqueue.store.documents import open_document_store
 from sbqueue.store.executor import Executor, opened
+from sbqueue.store.location import is_local, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -51,7 +51,8 @@ from sbqueue.management.runtime import (
     subscription_runtime,
     topic_runtime,
 )
-from sbqueue.store.documents import LocalDocumentStore, delta_documents, local_path
+from sbqueue.store.documents import LocalDocumentStore, delta_documents
+from sbqueue.store.location import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

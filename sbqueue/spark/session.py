@@ -32,6 +32,7 @@ __all__ = [
     "get_session",
     "local_conf",
     "release_aborted_writes",
+    "speaks_delta_errors",
     "stop_session",
     "submit_properties",
 ]
@@ -250,3 +251,10 @@ def is_connect(session: object) -> bool:
     """Whether ``session`` is a Spark Connect client's (its classes live in
     ``pyspark.sql.connect``): told from the session itself, not from the environment."""
     return type(session).__module__.startswith("pyspark.sql.connect")
+
+
+def speaks_delta_errors(spark: object) -> None:
+    """Over Spark Connect, Delta's conflicts reach Python as ``DELTA_CONFLICTS`` only once
+    ``delta.connect`` registered them (an import of a second, which classic sessions skip)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        import delta.connect  # noqa: F401

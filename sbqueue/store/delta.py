@@ -32,10 +32,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline, driver
 from sbqueue.store.created import create_here
-from sbqueue.store.documents import is_local, local_path
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
+from sbqueue.store.location import is_local, local_path
 from sbqueue.store.sql import sql_name
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
     "isolation_level",
     "latest_version",
     "read_appended",
-    "speaks_delta_errors",
 ]
 
 
@@ -113,13 +113,6 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
     except Exception:
         return False
     return row is not None and str(row[0]).lower() == "delta"
-
-
-def speaks_delta_errors(spark: SparkSession) -> None:
-    """Over Spark Connect, Delta's conflicts reach Python as ``DELTA_CONFLICTS`` only once
-    ``delta.connect`` registered them (an import of a second, which classic sessions skip)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        import delta.connect  # noqa: F401
 
 
 def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,

@@ -25,10 +25,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlparse
 
 from sbqueue.exceptions import ServiceBusAuthorizationError, StorageConflictError
+from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline
+from sbqueue.store.location import is_local, local_path
 
 __all__ = [
     "DeltaDocumentStore",
@@ -37,8 +38,6 @@ __all__ = [
     "DocumentStore",
     "LocalDocumentStore",
     "delta_documents",
-    "is_local",
-    "local_path",
     "open_document_store",
     "version_of",
 ]
@@ -67,18 +66,6 @@ class DocumentStore(Protocol):
     def list(self, prefix: str = "") -> list[str]: ...
     def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]: ...
     def lock(self, name: str) -> contextlib.AbstractContextManager[None]: ...
-
-
-def is_local(root: str) -> bool:
-    scheme = urlparse(root).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def local_path(root: str) -> Path:
-    """The absolute local path of a plain path or ``file:`` URI."""
-    parsed = urlparse(root)
-    raw = parsed.path if parsed.scheme == "file" else root
-    return Path(raw).expanduser().resolve()
 
 
 @contextlib.contextmanager
@@ -211,8 +198,6 @@ class DeltaDocumentStore:
     """
 
     def __init__(self, spark: Any, folder: str) -> None:
-        from sbqueue.store.delta import speaks_delta_errors
-
         speaks_delta_errors(spark)
         self._spark = spark
         self._table = f"delta.`{folder.rstrip('/')}/_sbqueue/documents`"

@@ -38,8 +38,8 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
-from sbqueue.store.documents import is_local, local_path
 from sbqueue.store.executor import delta_rs_installed, spark_only
+from sbqueue.store.location import is_local, local_path
 from sbqueue.store.logfiles import commit_actions, commit_file
 from sbqueue.store.thresholds import ROW_LIMIT
 

@@ -19,7 +19,7 @@ import os
 from typing import Literal
 
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.documents import is_local, local_path
+from sbqueue.store.location import is_local, local_path
 
 __all__ = ["ENV", "Executor", "choose", "delta_rs_installed", "opened", "spark_only"]
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sbqueue.store import driver
-from sbqueue.store.documents import local_path
+from sbqueue.store.location import local_path
 from sbqueue.store.logfiles import commit_actions, commit_file
 from sbqueue.store.thresholds import ROW_IDS_DEPTH
 

@@ -24,7 +24,7 @@ from sbqueue.engine.schema import INBOX_SCHEMA
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store import driver, tracked
 from sbqueue.store.created import ENGINE
-from sbqueue.store.documents import local_path
+from sbqueue.store.location import local_path
 from sbqueue.store.logfiles import commit_actions, commit_file
 
 pytestmark = pytest.mark.spark
