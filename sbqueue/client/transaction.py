@@ -24,6 +24,7 @@ from sbqueue.core.sizes import check_dead_letter_text, message_limit
 from sbqueue.core.transactions import TransactionScope
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.entity import Entity
+from sbqueue.engine.handle import EntityHandle
 from sbqueue.engine.sessions import SessionLock
 from sbqueue.engine.transaction import Settlement, TransactionPlan, commit_transaction
 from sbqueue.exceptions import InvalidOperationError
@@ -40,7 +41,7 @@ class ServiceBusTransaction:
 
     def __init__(self) -> None:
         self._scope = TransactionScope()
-        self._entity: Entity | None = None
+        self._entity: EntityHandle | None = None
         self._messages: list[ServiceBusMessage] = []
         self._settled: list[tuple[Settlement, ServiceBusReceivedMessage]] = []
         self._state: tuple[SessionLock, bytes | None] | None = None
@@ -48,7 +49,7 @@ class ServiceBusTransaction:
         self.done = False
         self.dropped: list[str] = []  # message ids not sent: duplicates (S11)
 
-    def _enter(self, entity: Entity, count: int) -> None:
+    def _enter(self, entity: EntityHandle, count: int) -> None:
         if self.done:
             raise InvalidOperationError("this transaction was committed or rolled back")
         self._scope.enter(entity.name, entity.partitions,

@@ -68,7 +68,7 @@ from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN
 from sbqueue.store.thresholds import MAX_RUNS, READ_CAP
 
 if TYPE_CHECKING:
-    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.handle import EntityHandle
 
 __all__ = ["MAX_RUNS", "NUMBERED", "Claim", "ForwardWindow", "Run", "claim", "leftover_windows",
            "numbered_rows", "release", "runs", "window_messages", "window_rows"]
@@ -148,7 +148,7 @@ class Claim:
     numbered: pa.Table | None = None  # the windows' rows: ``NUMBERED`` columns
 
 
-def claim(source: Entity, token: str, limit: int, ctx: ReceiveContext,
+def claim(source: EntityHandle, token: str, limit: int, ctx: ReceiveContext,
           partitions: list[int], lane: str = Lane.TRANSFER) -> Claim | None:
     """Claim windows of at most ``limit`` messages over ``partitions`` in one driver
     commit; None where this cannot be decided on the driver (the receive path claims).
@@ -184,7 +184,7 @@ class _Head:
     numbered: pa.Table | None = None
 
 
-def _claim_head(source: Entity, token: str, limit: int, ctx: ReceiveContext,
+def _claim_head(source: EntityHandle, token: str, limit: int, ctx: ReceiveContext,
                 partitions: list[int], marks: list[dict[str, Any]], lane: str
                 ) -> _Head | None:
     """Decide and commit windows over the head read after the cursors in ``marks``; a
@@ -298,7 +298,7 @@ Reach = IndexReach | FileReach
 _Decided = tuple[pa.Table, list["ForwardWindow"], bool, pa.Table]
 
 
-def _decide(source: Entity, cursors: list[Cursor], committed: set[str],
+def _decide(source: EntityHandle, cursors: list[Cursor], committed: set[str],
             versions: tuple[int, int], reach: Reach | None, how: tuple[Any, ...]
             ) -> _Decided | None:
     """The head read after ``cursors`` (each partition up to ``reach`` past its
@@ -441,7 +441,7 @@ def _prefixes(parts: np.ndarray, block: np.ndarray, limit: int
     return taken, first_block
 
 
-def window_messages(source: Entity, windows: list[ForwardWindow]
+def window_messages(source: EntityHandle, windows: list[ForwardWindow]
                     ) -> list[dict[str, Any]] | None:
     """The windows' messages, whole, each with the sequence number its window gave it,
     read on the driver (delta-rs, no Spark job); None where they cannot be read here.
@@ -484,7 +484,7 @@ def _end(w: ForwardWindow) -> tuple[int, int]:
     return (w.end_version, w.end_index)
 
 
-def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
+def window_rows(source: EntityHandle, windows: list[ForwardWindow]) -> DataFrame:
     """The windows' messages, whole, each with the sequence number its window gave it,
     read from the change feed of the windows' commits only."""
     after = min(w.start.version for w in windows) - 1
@@ -505,7 +505,7 @@ def window_rows(source: Entity, windows: list[ForwardWindow]) -> DataFrame:
     ).drop("_window")
 
 
-def numbered_rows(source: Entity, windows: list[ForwardWindow], numbered: pa.Table
+def numbered_rows(source: EntityHandle, windows: list[ForwardWindow], numbered: pa.Table
                   ) -> DataFrame:
     """``window_rows`` by the claim's own numbering (``Claim.numbered``), no sort of whole
     rows to number them: where the numbering is a few runs (a send grouped by partition,
@@ -573,7 +573,7 @@ def _skipping_sql(windows: list[ForwardWindow]) -> str:
     return " OR ".join(one(w) for w in windows)
 
 
-def release(source: Entity, windows: list[ForwardWindow],
+def release(source: EntityHandle, windows: list[ForwardWindow],
             dead: Iterable[dict[str, Any]] = ()) -> None:
     """Delete the windows' ``w`` rows (and store ``dead``, transfer dead-letter rows of
     messages that could not go) in one commit. Windows another step released already are
@@ -594,7 +594,7 @@ def release(source: Entity, windows: list[ForwardWindow],
                              [Lane.TRANSFER, Lane.TRANSFER_DEAD_LETTER])
 
 
-def leftover_windows(source: Entity, now: datetime) -> dict[str, list[ForwardWindow]]:
+def leftover_windows(source: EntityHandle, now: datetime) -> dict[str, list[ForwardWindow]]:
     """The windows whose lease ran out (their step died), by token: read on the driver
     where it can be, else with Spark."""
     found = source.ledger.scan_here(

@@ -46,7 +46,7 @@ from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, retry_conflicts
 from sbqueue.store.thresholds import MIN_RANGE
 
 if TYPE_CHECKING:
-    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.handle import EntityHandle
     from sbqueue.engine.ledger import Ledger
 
 __all__ = ["MIN_RANGE", "Span", "frame_spans", "materialize_lapsed", "ranges_in",
@@ -55,7 +55,7 @@ __all__ = ["MIN_RANGE", "Span", "frame_spans", "materialize_lapsed", "ranges_in"
 _W_COLUMNS = [c for c in LEDGER_COLUMNS if c != "session_state"]
 
 
-def receive_ranges(entity: Entity, max_messages: int, ctx: ReceiveContext,
+def receive_ranges(entity: EntityHandle, max_messages: int, ctx: ReceiveContext,
                    partitions: list[int]) -> DataFrame | None:
     """Range-lock up to ``max_messages`` fresh messages of ``partitions``; their DataFrame
     (``OUTPUT_COLUMNS``), or None where the receive path must decide (nothing committed,
@@ -119,7 +119,7 @@ def _keyed(windows: Iterable[ForwardWindow]) -> dict[Key, list[ForwardWindow]]:
 _CLAIMS = 3  # claims one receive makes at most (each one commit)
 
 
-def ranged_frame(entity: Entity, windows: list[ForwardWindow],
+def ranged_frame(entity: EntityHandle, windows: list[ForwardWindow],
                  numbered: pa.Table | None = None) -> DataFrame:
     """The ranges' messages as a receive hands them out: locked, delivered once."""
     if numbered is not None and numbered.num_rows == sum(w.count for w in windows):
@@ -204,7 +204,7 @@ def ranges_in(keys: Iterable[Key]) -> Column:
                                       for p, t in keys], F.lit(False))
 
 
-def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: datetime
+def settle_ranges(entity: EntityHandle, asked: dict[Key, Span], kind: str, now: datetime
                   ) -> tuple[SettleResult, set[Key]]:
     """Settle what ranges can settle whole (a complete of a whole range within its lock:
     its ``w`` row deleted) and materialize every other range ``asked`` touches, in one
@@ -226,7 +226,7 @@ def settle_ranges(entity: Entity, asked: dict[Key, Span], kind: str, now: dateti
             {(w.partition, w.token) for w in whole})
 
 
-def materialize_lapsed(entity: Entity, partitions: list[int], now: datetime) -> None:
+def materialize_lapsed(entity: EntityHandle, partitions: list[int], now: datetime) -> None:
     """Turn the ranges of ``partitions`` whose lock ran out into message rows (one commit),
     so that a receive finds their messages returned (S5.3). On either executor: a range
     locked by a process on the other one is returned here too."""
@@ -239,7 +239,7 @@ def materialize_lapsed(entity: Entity, partitions: list[int], now: datetime) -> 
     retry_conflicts(attempt, what=f"lapsed range locks at {entity.path}")
 
 
-def _materialized(entity: Entity, ranges: list[ForwardWindow]) -> list[dict[str, Any]]:
+def _materialized(entity: EntityHandle, ranges: list[ForwardWindow]) -> list[dict[str, Any]]:
     """The changes turning ``ranges`` into one locked message row each (as a receive of
     those messages writes them), and deleting their ``w`` rows."""
     if not ranges:

@@ -29,7 +29,7 @@ from sbqueue.engine.send import SendResult
 from sbqueue.exceptions import InvalidOperationError
 
 if TYPE_CHECKING:
-    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.handle import EntityHandle
 
 __all__ = ["REPLAYED_FROM", "Moment", "as_of", "moment", "replay"]
 
@@ -59,7 +59,7 @@ def _pinned(version: int, at: datetime, ledger: list[tuple[int, datetime]]) -> M
     return Moment(version, ledger[0][0] if found is None else found, at)
 
 
-def moment(entity: Entity, when: int | datetime) -> Moment:
+def moment(entity: EntityHandle, when: int | datetime) -> Moment:
     """The versions that make up ``entity`` at ``when`` (an inbox version or a time); a
     version it never had, a time before it existed, or a version no longer readable is
     refused with what can be read."""
@@ -88,7 +88,7 @@ def moment(entity: Entity, when: int | datetime) -> Moment:
     return found
 
 
-def _check_readable(entity: Entity, wanted: Moment, inbox: list[tuple[int, datetime]],
+def _check_readable(entity: EntityHandle, wanted: Moment, inbox: list[tuple[int, datetime]],
                     ledger: list[tuple[int, datetime]]) -> None:
     def readable(m: Moment) -> bool | None:
         inbox_ok = entity.inbox.readable(m.inbox)
@@ -115,13 +115,13 @@ def _check_readable(entity: Entity, wanted: Moment, inbox: list[tuple[int, datet
         f"the oldest version still readable is {oldest} ({made.isoformat()})")
 
 
-def as_of(entity: Entity, when: int | datetime) -> DataFrame:
+def as_of(entity: EntityHandle, when: int | datetime) -> DataFrame:
     """The entity's messages as its view showed them at ``when`` (every sub-queue; peek:
     nothing locked or changed)."""
     return _read(entity, moment(entity, when))
 
 
-def _read(entity: Entity, found: Moment) -> DataFrame:
+def _read(entity: EntityHandle, found: Moment) -> DataFrame:
     return entity.spark.sql(messages_sql(
         entity.inbox.at(found.inbox), entity.ledger.at(found.ledger), dedupe=entity.dedupe,
         target=entity.target, now=found.at))
@@ -137,7 +137,7 @@ def _origin_properties(origin: str) -> Column:
     return F.to_variant_object(F.map_concat(kept, stamp))
 
 
-def replay(entity: Entity, when: int | datetime, destination: str,
+def replay(entity: EntityHandle, when: int | datetime, destination: str,
            where: str | None = None) -> SendResult:
     """Send the messages ``entity`` held at ``when`` (those matching ``where``, SQL over
     its view) to ``destination`` (a queue, or a topic whose rules choose), in one commit:

@@ -60,7 +60,7 @@ from sbqueue.store.guarded import (
 )
 
 if TYPE_CHECKING:
-    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.handle import EntityHandle
 
 __all__ = ["SessionLock", "SessionStateResult", "Sessions"]
 
@@ -91,7 +91,7 @@ class SessionStateResult:
 class Sessions:
     """The session operations of one entity (a session queue or subscription)."""
 
-    def __init__(self, entity: Entity) -> None:
+    def __init__(self, entity: EntityHandle) -> None:
         if not entity.props.requires_session or entity.sub_queue.is_dead_letter:
             raise InvalidOperationError(
                 f"{entity.path} does not require sessions: receive it without a session "

@@ -47,7 +47,7 @@ from sbqueue.exceptions import (
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity
-    from sbqueue.engine.namespace import Namespace
+    from sbqueue.engine.handle import Home
 
 __all__ = ["MAX_ACTION_RULES", "Topic", "fan_out"]
 
@@ -130,7 +130,7 @@ class Topic:
     """A topic of a namespace, for sends (S15.2). Its copies are received through its
     subscriptions (``Namespace.entity('<topic>/Subscriptions/<name>')``)."""
 
-    def __init__(self, namespace: Namespace, props: TopicProperties) -> None:
+    def __init__(self, namespace: Home, props: TopicProperties) -> None:
         self.namespace = namespace
         self.props = props
         self.spark = namespace.spark

@@ -42,6 +42,7 @@ from sbqueue.core.transitions import (
     settle_outcome,
     settle_valid,
 )
+from sbqueue.engine import send_ops, settle_ops
 from sbqueue.engine.receive import (
     PENDING,
     as_aware,
@@ -52,7 +53,7 @@ from sbqueue.engine.receive import (
 from sbqueue.engine.records import no_record_guard, record_rows
 from sbqueue.engine.schema import RECORD, TRANSACTION_SEND_PREFIX, ledger_row
 from sbqueue.engine.send_small import Outgoing
-from sbqueue.engine.sessions import SessionLock
+from sbqueue.engine.sessions import SessionLock, Sessions
 from sbqueue.exceptions import (
     MessageAlreadySettled,
     MessageLockLostError,
@@ -63,7 +64,7 @@ from sbqueue.exceptions import (
 from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, RETRYABLE, note_conflict
 
 if TYPE_CHECKING:
-    from sbqueue.engine.entity import Entity
+    from sbqueue.engine.handle import EntityHandle
 
 __all__ = ["Settlement", "TransactionPlan", "TransactionResult", "commit_transaction"]
 
@@ -104,7 +105,7 @@ class TransactionResult:
     renewed_until: datetime | None
 
 
-def _read_settled(entity: Entity, plan: TransactionPlan) -> dict[int, dict[str, Any]]:
+def _read_settled(entity: EntityHandle, plan: TransactionPlan) -> dict[int, dict[str, Any]]:
     """The ledger rows of the settled messages, by sequence number."""
     if not plan.settlements:
         return {}
@@ -140,14 +141,14 @@ class _Read:
     session: dict[str, Any] | None
 
 
-def _read(entity: Entity, plan: TransactionPlan) -> _Read:
+def _read(entity: EntityHandle, plan: TransactionPlan) -> _Read:
     session = None
     if plan.state is not None:
-        session = entity.sessions.held_row(plan.state[0])
+        session = Sessions(entity).held_row(plan.state[0])
     return _Read(_read_settled(entity, plan), session)
 
 
-def _settled_rows(entity: Entity, plan: TransactionPlan, found: dict[int, dict[str, Any]],
+def _settled_rows(entity: EntityHandle, plan: TransactionPlan, found: dict[int, dict[str, Any]],
                   now: datetime) -> tuple[list[dict[str, Any]], datetime | None]:
     """The settlements as changed rows; raises (nothing written) if one is not valid."""
     renewed = lock_stamp(now, entity.props.lock_duration, 0.0)
@@ -176,7 +177,7 @@ def _settled_rows(entity: Entity, plan: TransactionPlan, found: dict[int, dict[s
     return out, renewed if any(s.kind == "renew" for s in plan.settlements) else None
 
 
-def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str]:
+def _known_ids(entity: EntityHandle, plan: TransactionPlan, now: datetime) -> list[str]:
     """Message ids of the transaction already sent within the duplicate detection window
     (by a send, or by a committed transaction) (S11.2)."""
     window = dedupe_window(entity.props)
@@ -195,7 +196,7 @@ def _known_ids(entity: Entity, plan: TransactionPlan, now: datetime) -> list[str
     return sorted(str(r[0]) for r in rows)
 
 
-def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
+def _cursor_row(entity: EntityHandle, partition: int) -> dict[str, Any]:
     """The partition's p row to commit with the marker, expecting the version read (no
     p row yet: its first cursor, expected absent)."""
     rows = entity.ledger.scan_here({"partition_id": [partition], "lane": [Lane.MAIN]}, None,
@@ -213,7 +214,7 @@ def _cursor_row(entity: Entity, partition: int) -> dict[str, Any]:
     return row
 
 
-def _send(entity: Entity, plan: TransactionPlan, dropped: list[str], send_id: str) -> int:
+def _send(entity: EntityHandle, plan: TransactionPlan, dropped: list[str], send_id: str) -> int:
     """Append the transaction's messages but the ``dropped`` duplicates (pending until its
     marker commits, decision 008): on the driver where the client's send would be
     (``Entity.send_messages``), else as a DataFrame; the inbox version that holds them."""
@@ -225,16 +226,16 @@ def _send(entity: Entity, plan: TransactionPlan, dropped: list[str], send_id: st
 
     if plan.outgoing is not None:
         kept = [m for m in plan.outgoing if m["message_id"] not in dropped]
-        result = entity.send_messages(kept, plan.send_bytes, frame, send_id=send_id)
+        result = send_ops.send_messages(entity, kept, plan.send_bytes, frame, send_id=send_id)
     else:
-        result = entity.send_dataframe(frame(), incoming_bytes=plan.send_bytes,
+        result = send_ops.send_dataframe(entity, frame(), incoming_bytes=plan.send_bytes,
                                        send_id=send_id, in_send_order=True)
     if result.version is not None:
         return result.version
     return _append_version(entity, plan.partition, send_id)
 
 
-def _append_version(entity: Entity, partition: int, send_id: str) -> int:
+def _append_version(entity: EntityHandle, partition: int, send_id: str) -> int:
     """The inbox commit that holds the transaction's rows (data skipping on send_id)."""
     row = (entity.inbox.in_order((F.col("partition_id") == partition)
                                  & (F.col("send_id") == send_id))
@@ -249,18 +250,18 @@ def _marker(partition: int, send_id: str, now: datetime, version: int) -> dict[s
             EXPECT_COLUMN: None, OP_COLUMN: "upsert"}
 
 
-def _state_row(entity: Entity, plan: TransactionPlan, read: dict[str, Any] | None
+def _state_row(entity: EntityHandle, plan: TransactionPlan, read: dict[str, Any] | None
                ) -> list[dict[str, Any]]:
     """The session row with its new state, if the lock still holds (checked again now)."""
     if plan.state is None:
         return []
     lock, data = plan.state
-    sessions = entity.sessions
+    sessions = Sessions(entity)
     row = sessions.held_row(lock, read)
     return [sessions.state_row(lock.session_id, row, data)]
 
 
-def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
+def commit_transaction(entity: EntityHandle, plan: TransactionPlan, crash: Any = None
                        ) -> TransactionResult:
     """Commit ``plan`` at one point or not at all (S12.2). ``crash``: a test's hook, called
     with the step name before each step (the kill tests)."""
@@ -276,7 +277,8 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     if plan.settlements or plan.state is not None:
         entity.check_status("receive")
     entity.require_available([plan.partition], "transaction")
-    entity.materialize_ranges([(s.sequence_number, s.lock_token) for s in plan.settlements])
+    settle_ops.materialize_ranges(
+        entity, [(s.sequence_number, s.lock_token) for s in plan.settlements])
     read = _read(entity, plan)  # fails (nothing written) if the session lock is lost
     _settled_rows(entity, plan, read.settled, now)  # fail before writing anything
     dropped = _known_ids(entity, plan, now)
@@ -293,7 +295,7 @@ def commit_transaction(entity: Entity, plan: TransactionPlan, crash: Any = None
     return TransactionResult(send_id=send_id, dropped=dropped, renewed_until=renewed)
 
 
-def _commit(entity: Entity, plan: TransactionPlan, read: _Read, send_id: str | None,
+def _commit(entity: EntityHandle, plan: TransactionPlan, read: _Read, send_id: str | None,
             version: int | None, appended_at: datetime, step: Any) -> datetime | None:
     """The one MERGE, retried on a conflict with the checks re-run, until the appended rows
     come too close to turning void. The first attempt checks the rows read before the

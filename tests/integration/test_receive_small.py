@@ -68,8 +68,9 @@ def test_driver_picking_matches_the_spark_projection(spark, seed: int) -> None:
     assert {r["sequence_number"]: tuple(r[m] for m in MARKS) for r in rows} == expected
 
 
-def test_a_client_receive_is_decided_on_the_driver_with_its_body(spark, admin,
-                                                                  namespace_root) -> None:
+def test_a_client_receive_is_decided_on_the_driver_with_its_body(spark, admin, namespace_root,
+                                                                  monkeypatch) -> None:
+    from sbqueue.engine import receive_ops
     from sbqueue import ServiceBusClient, ServiceBusMessage
 
     admin.create_queue("q")
@@ -77,16 +78,15 @@ def test_a_client_receive_is_decided_on_the_driver_with_its_body(spark, admin,
         client.get_queue_sender("q").send_messages(
             [ServiceBusMessage(f"m{i}", application_properties={"i": i}) for i in range(3)])
         receiver = client.get_queue_receiver("q", max_wait_time=5)
-        entity = receiver._entity
         seen = []
-        original = entity._receive
+        original = receive_ops.receive_leased
 
         def spy(*args, **kwargs):  # the engine's result, to see which path decided
             result = original(*args, **kwargs)
             seen.append(result)
             return result
 
-        entity._receive = spy
+        monkeypatch.setattr(receive_ops, "receive_leased", spy)
         got = receiver.receive_messages(2)
         bodies = [str(m) for m in got]
         assert len(bodies) == 2 and set(bodies) < {"m0", "m1", "m2"}
