@@ -24,7 +24,7 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   100-row append; the complete also with driver commits off (decision 021).
 - ``counts``: ``get_queue_runtime_properties`` of a queue of 1,000 messages in every state
   (locked, completed by a record, deferred, dead-lettered, scheduled, not yet received),
-  read on the driver (``engine.tally``) and through the SQL view (driver reads off), each
+  read on the driver (``engine.reads.tally``) and through the SQL view (driver reads off), each
   beside a raw one-row append (decision 022).
 - ``renewer``: ``AutoLockRenewer`` keeping 100 messages (60 s lock) for ``--renew-minutes``,
   then completing them: how many were lost.

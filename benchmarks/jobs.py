@@ -23,8 +23,8 @@ from typing import Any
 from common import measured, median
 
 from sbqueue import Namespace
-from sbqueue.engine.forward import Forwarder
-from sbqueue.engine.maintain import Maintainer
+from sbqueue.engine.forward.job import Forwarder
+from sbqueue.engine.maintain.job import Maintainer
 from sbqueue.management import ServiceBusAdministrationClient
 
 RESULTS = Path(__file__).resolve().parent / "results"

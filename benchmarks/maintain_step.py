@@ -15,7 +15,7 @@ from common import Timings, run_parts
 
 def step(spark: Any, root: str, reps: int) -> dict[str, Any]:
     from sbqueue import ServiceBusClient, ServiceBusMessage
-    from sbqueue.engine.maintain import Maintainer
+    from sbqueue.engine.maintain.job import Maintainer
     from sbqueue.management import ServiceBusAdministrationClient
 
     admin = ServiceBusAdministrationClient(f"{root}/ns", spark=spark)

@@ -55,7 +55,7 @@ def run(messages: int, reps: int, subs: list[int]) -> dict[str, Any]:
         rows = _rows(spark, messages)
         rows.count()
         raw_path = f"{root}/raw"
-        from sbqueue.engine.send import prepare_send
+        from sbqueue.engine.send.frame import prepare_send
 
         prepared = prepare_send(rows, ns.catalog.get_queue("plain")).localCheckpoint()
         times: dict[str, list[float]] = {"raw": [], "queue": [],

@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 
 from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
 from sbqueue.datasource import register
-from sbqueue.engine.forward import Forwarder, forwarding_sources
-from sbqueue.engine.maintain import MARK, Maintainer
+from sbqueue.engine.forward.job import Forwarder, forwarding_sources
+from sbqueue.engine.maintain.job import MARK, Maintainer
 from sbqueue.management import ServiceBusAdministrationClient
 from sbqueue.spark import get_session
 

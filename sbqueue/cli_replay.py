@@ -1,5 +1,5 @@
 """``sbqueue replay``: an entity's messages as they stood at a past version or time, sent
-again to another entity (Delta time travel, ``engine.replay``)."""
+again to another entity (Delta time travel, ``engine.reads.replay``)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def replay(namespace: str, source: str, as_of: str, destination: str, where: str
     """Send the messages SOURCE held at --as-of to --to again: new sequence numbers, the
     original ids and properties, and an application property naming the origin."""
     from sbqueue.engine import Namespace
-    from sbqueue.engine.replay import REPLAYED_FROM
+    from sbqueue.engine.reads.replay import REPLAYED_FROM
 
     when = _when(as_of)
     entity = Namespace.existing(namespace, quiet_session()).entity(source)

@@ -17,7 +17,7 @@ MAX_LINES = 500
 
 
 def module_name(path: Path) -> str:
-    """``sbqueue/engine/receive/plan.py`` -> ``sbqueue.engine.receive.plan``."""
+    """``sbqueue/engine/receive/plan.py`` -> ``sbqueue.engine.receive.attempt.plan``."""
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

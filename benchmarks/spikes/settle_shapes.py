@@ -43,7 +43,7 @@ from spikes.common import scratch, session
 from sbqueue import Namespace
 from sbqueue.core.sequence import COUNTER_BITS
 from sbqueue.core.transitions import SettleContext, settle_outcome, settle_valid
-from sbqueue.engine.settle import apply_by_sequence
+from sbqueue.engine.settle.apply import apply_by_sequence
 from sbqueue.management import ServiceBusAdministrationClient
 from sbqueue.store.delta import latest_version
 

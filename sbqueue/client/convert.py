@@ -56,7 +56,7 @@ def utc(value: datetime | None) -> datetime | None:
 
 
 def to_outgoing(messages: Sequence[ServiceBusMessage]) -> list[dict[str, Any]]:
-    """The messages as a send takes them (``engine.send_small``; ``to_dataframe`` from
+    """The messages as a send takes them (``engine.send.small``; ``to_dataframe`` from
     the same values): each validated and given a message id first (S2.6)."""
     out = []
     for message in messages:

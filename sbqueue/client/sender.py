@@ -16,7 +16,7 @@ from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch, in
 from sbqueue.core.keywords import OPERATION, accept, honours_timeout
 from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
-from sbqueue.engine.topic import Topic
+from sbqueue.engine.topics.topic import Topic
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 
 __all__ = ["SendInput", "ServiceBusSender", "as_list", "scheduled"]

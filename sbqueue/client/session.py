@@ -14,7 +14,7 @@ from datetime import datetime
 
 from sbqueue.core.clock import utcnow
 from sbqueue.core.keywords import OPERATION, accept, honours_timeout
-from sbqueue.engine.sessions import SessionLock, Sessions
+from sbqueue.engine.sessions.ops import SessionLock, Sessions
 from sbqueue.exceptions import SessionLockLostError
 
 __all__ = ["ServiceBusSession"]

@@ -3,7 +3,7 @@
 Like .NET's TransactionScope (docs/api/client.md): ``with client.transaction() as tx:`` collects the
 operations, each checked as it is added (one entity, one partition, one key, at most 100
 messages: ``core.transactions``); leaving the block commits them in one Delta commit
-(``engine.transaction``), an exception or ``rollback()`` drops them with nothing written.
+(``engine.transactions.commit``), an exception or ``rollback()`` drops them with nothing written.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from sbqueue.core.transactions import TransactionScope
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.entity import Entity
 from sbqueue.engine.handle import EntityHandle
-from sbqueue.engine.sessions import SessionLock
-from sbqueue.engine.transaction import Settlement, TransactionPlan, commit_transaction
+from sbqueue.engine.sessions.ops import SessionLock
+from sbqueue.engine.transactions.commit import Settlement, TransactionPlan, commit_transaction
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = ["ServiceBusTransaction"]

@@ -23,7 +23,7 @@ __all__ = [
     "plan_segments",
 ]
 
-PAST_COMMIT = 1 << 62  # a cursor index past every row of its commit (engine.receive)
+PAST_COMMIT = 1 << 62  # a cursor index past every row of its commit (engine.receive.attempt)
 # Delta operations the maintenance step itself commits: they are not an entity's use.
 MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "DELETE"})
 

@@ -1,6 +1,6 @@
 """Which candidates a receive hands out and how far each partition cursor moves (S5.4, S5.5).
 
-The same ranking as the Spark projection of ``engine.receive`` (``_pick``), on plain rows,
+The same ranking as the Spark projection of ``engine.receive.attempt`` (``_pick``), on plain rows,
 for receives small enough to decide on the driver (decision 011). Each row is a mapping
 with ``partition_id``, ``sequence_number``, ``origin`` ('inbox' or 'ledger'), ``_pending``
 and ``_void``; ``deliverable`` is ``core.transitions.deliverable`` of the receive. The

@@ -6,7 +6,7 @@ three-valued; ``IS NULL`` holds for missing or null; only TRUE matches. Strings 
 converted to numbers, and a comparison between different kinds is unknown; int and float
 compare numerically; bools compare only for (in)equality. Integer ``/`` truncates and ``%``
 takes the dividend's sign, as in C#; a result beyond 64 bits, or a division by zero, is
-unknown. ``engine.rule_columns`` compiles the same tree with the same rules; one test table
+unknown. ``engine.topics.rules`` compiles the same tree with the same rules; one test table
 runs against both.
 """
 

@@ -4,7 +4,7 @@ Text is parsed by a lark LALR grammar into frozen nodes; nothing else ever reads
 so a filter is data and can do nothing but evaluate (S15.7). ``@parameters`` are replaced
 by their values while the tree is built, so an unknown parameter is refused at rule
 creation, like a syntax error, with its position. The same tree is evaluated in Python
-(``core.rule_eval``) and compiled to one Spark Column (``engine.rule_columns``).
+(``core.rule_eval``) and compiled to one Spark Column (``engine.topics.rules``).
 Why lark: docs/decisions/009-topics.md.
 """
 

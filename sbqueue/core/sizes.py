@@ -1,6 +1,6 @@
 """Message size limits and the size of one message (SPEC S2.2, S2.4).
 
-The engine computes the same size in Spark (``sbqueue.engine.send``) and is the final
+The engine computes the same size in Spark (``sbqueue.engine.send.frame``) and is the final
 judge; the client uses ``message_size`` to fill a ``ServiceBusMessageBatch`` before any
 Spark job runs.
 """

@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 from sbqueue.datasource.scan import BatchScan
 from sbqueue.datasource.sink import StreamSink
 from sbqueue.datasource.stream import StreamSource
-from sbqueue.engine.view_here import VIEW_SCHEMA
+from sbqueue.engine.reads.view_here import VIEW_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """``spark.read.format("sbqueue")``: an entity's messages as its SQL view shows them.
 
 A peek: no lock, no change, no commit (S9). One input partition per entity partition,
-read in a worker on the driver's paths (``engine.view_here``). Filters are applied by
+read in a worker on the driver's paths (``engine.reads.view_here``). Filters are applied by
 Spark: taking them here (``Bounds``) is blocked by a Spark 4.2 defect (below).
 """
 
@@ -17,7 +17,7 @@ from sbqueue.datasource.bounds import Bounds
 from sbqueue.datasource.options import Options
 from sbqueue.engine.entity import Entity
 from sbqueue.engine.namespace import Namespace
-from sbqueue.engine.view_here import VIEW_SCHEMA, view_rows_here
+from sbqueue.engine.reads.view_here import VIEW_SCHEMA, view_rows_here
 from sbqueue.exceptions import InvalidOperationError
 
 __all__ = ["BatchScan"]

@@ -26,7 +26,7 @@ from pyspark.sql.types import StructType, TimestampNTZType, VariantVal
 from sbqueue.core.sizes import STRING_PROPERTIES
 from sbqueue.datasource.options import Options, query_id
 from sbqueue.engine.namespace import Namespace
-from sbqueue.engine.send import check_send_schema
+from sbqueue.engine.send.frame import check_send_schema
 from sbqueue.exceptions import InvalidOperationError, StorageConflictError
 
 __all__ = ["StreamSink", "outgoing"]

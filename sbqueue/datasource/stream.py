@@ -39,8 +39,8 @@ from sbqueue.core.subqueues import SubQueue
 from sbqueue.datasource.options import Options
 from sbqueue.datasource.scan import open_entity
 from sbqueue.engine.entity import Entity
-from sbqueue.engine.sessions import SessionLock
-from sbqueue.engine.view_here import VIEW_SCHEMA
+from sbqueue.engine.reads.view_here import VIEW_SCHEMA
+from sbqueue.engine.sessions.ops import SessionLock
 from sbqueue.exceptions import InvalidOperationError, SparkSetupError
 
 __all__ = ["StreamSource"]

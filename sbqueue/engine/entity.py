@@ -3,7 +3,7 @@
 The entity is a queue or a subscription, or one of their dead-letter sub-queues (a
 subscription reads its topic's inbox, decision 009). ``Entity`` is a facade: what it is
 (tables, definition, checks, reads) is ``handle.EntityHandle``; each operation lives in
-its module (``send_ops``, ``receive_ops``, ``settle_ops``, ``by_number``, ``peek``,
+its module (``send.ops``, ``receive.ops``, ``settle.ops``, ``settle.by_number``, ``peek``,
 ``sessions``, ``replay``) and takes the handle. Sends append to the inbox; receives and
 settlements commit to the ledger partitions they change; reads never commit. Why this
 layout: docs/decisions/004-cursor-layout.md and 037-the-house-by-operation.md.
@@ -18,13 +18,17 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 
 from sbqueue.core.sizes import check_dead_letter_text
-from sbqueue.engine import by_number, peek, receive_ops, send_ops, settle_ops
 from sbqueue.engine.handle import EntityHandle
-from sbqueue.engine.replay import as_of, replay
-from sbqueue.engine.send import SendResult
-from sbqueue.engine.send_small import Outgoing
-from sbqueue.engine.sessions import Sessions, SessionStateResult
-from sbqueue.engine.settle import SettleResult
+from sbqueue.engine.reads import peek
+from sbqueue.engine.reads.replay import as_of, replay
+from sbqueue.engine.receive import ops as receive_ops
+from sbqueue.engine.send import ops as send_ops
+from sbqueue.engine.send.frame import SendResult
+from sbqueue.engine.send.small import Outgoing
+from sbqueue.engine.sessions.ops import Sessions, SessionStateResult
+from sbqueue.engine.settle import by_number
+from sbqueue.engine.settle import ops as settle_ops
+from sbqueue.engine.settle.apply import SettleResult
 from sbqueue.engine.storage_guard import storage_guarded
 
 __all__ = ["Entity", "SendResult", "SettleResult"]
@@ -40,29 +44,29 @@ class Entity(EntityHandle):
                        forwarded: bool = False, idempotent: bool = False,
                        in_send_order: bool = False) -> SendResult:
         """Append ``df`` (``body`` plus any message column of S2.1) in one commit
-        (``send_ops.send_dataframe``)."""
+        (``send.ops.send_dataframe``)."""
         return send_ops.send_dataframe(self, df, round_robin_start, incoming_bytes, send_id,
                                        forwarded, idempotent, in_send_order)
 
     def send_messages(self, messages: Sequence[Outgoing], incoming_bytes: int,
                       as_dataframe: Callable[[], DataFrame], send_id: str | None = None
                       ) -> SendResult:
-        """A client send, on the driver where it can be (``send_ops.send_messages``)."""
+        """A client send, on the driver where it can be (``send.ops.send_messages``)."""
         return send_ops.send_messages(self, messages, incoming_bytes, as_dataframe, send_id)
 
     def send_forwarded(self, rows: Sequence[Mapping[str, Any]], send_id: str) -> bool:
-        """A forwarding batch, at most once per ``send_id`` (``send_ops.send_forwarded``)."""
+        """A forwarding batch, at most once per ``send_id`` (``send.ops.send_forwarded``)."""
         return send_ops.send_forwarded(self, rows, send_id)
 
     def send_once(self, messages: Sequence[Outgoing], app_id: str, version: int) -> bool:
-        """A streaming sink's batch, at most once (``send_ops.send_once``)."""
+        """A streaming sink's batch, at most once (``send.ops.send_once``)."""
         return send_ops.send_once(self, messages, app_id, version)
 
     # -- receive (S5) ----------------------------------------------------------------------
     def receive_dataframe(self, max_messages: int = 100_000, mode: str = "peek_lock"
                           ) -> DataFrame:
         """Lock (or take) up to ``max_messages``, returned as a DataFrame with bodies
-        (``receive_ops.receive_dataframe``)."""
+        (``receive.ops.receive_dataframe``)."""
         return receive_ops.receive_dataframe(self, max_messages, mode)
 
     def receive_rows(self, max_messages: int, mode: str = "peek_lock") -> list[Row]:
@@ -119,7 +123,7 @@ class Entity(EntityHandle):
                description: str | None = None, *, held_until: datetime | None = None,
                deferred: bool = False) -> SettleResult:
         """Settle (sequence number, lock token) pairs in one commit over their partitions
-        (``settle_ops.settle``)."""
+        (``settle.ops.settle``)."""
         return settle_ops.settle(self, locks, kind, reason, description,
                                  held_until=held_until, deferred=deferred)
 
@@ -158,13 +162,13 @@ class Entity(EntityHandle):
     # -- reads: never commit ---------------------------------------------------------------
     def as_of(self, when: int | datetime) -> DataFrame:
         """The messages as the view showed them at ``when``: a version of the entity (one
-        of its inbox's, a send commit) or a time. Delta time travel (``engine.replay``)."""
+        of its inbox's, a send commit) or a time. Delta time travel (``engine.reads.replay``)."""
         return as_of(self, when)
 
     def replay(self, when: int | datetime, destination: str, where: str | None = None
                ) -> SendResult:
         """Send what the entity held at ``when`` (matching ``where``) to ``destination``
-        again, in one commit (``engine.replay.replay``)."""
+        again, in one commit (``engine.reads.replay.replay``)."""
         return replay(self, when, destination, where)
 
     def peek_dataframe(self, max_messages: int = 1000, from_sequence: int | None = None,

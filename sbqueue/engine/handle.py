@@ -4,8 +4,8 @@ An ``EntityHandle`` is one queue or subscription (or one of their sub-queues): t
 reads and the ledger it commits (a subscription reads its topic's inbox, decision 009),
 the partition board its threads share, the size quota, and the checks an operation makes
 before it changes anything (status S16.1, fenced partitions S14.2, sends to a queue only
-S7.2/S15.2). It holds no operation: those live in their modules (``send_ops``,
-``receive_ops``, ``settle_ops``, ``by_number``, ``peek``) and take a handle, and
+S7.2/S15.2). It holds no operation: those live in their modules (``send.ops``,
+``receive.ops``, ``settle.ops``, ``settle.by_number``, ``peek``) and take a handle, and
 ``entity.Entity`` is the facade that names them. So an operation module may name this
 one, and this one names none of them.
 """
@@ -34,14 +34,14 @@ from sbqueue.core.transitions import Lane, ReceiveContext
 from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.numbers import send_numbers
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.quota import Quota
-from sbqueue.engine.reads import count_messages, inbox_bound, last_commit, messages
-from sbqueue.engine.receive import Attempt, lock_stamp
-from sbqueue.engine.send import SendResult
+from sbqueue.engine.reads.tally import Held, held_here, per_partition, tally
+from sbqueue.engine.reads.view import count_messages, inbox_bound, last_commit, messages
+from sbqueue.engine.receive.attempt import Attempt, lock_stamp
+from sbqueue.engine.send.frame import SendResult
+from sbqueue.engine.send.numbers import send_numbers
 from sbqueue.engine.storage_guard import storage_guarded
-from sbqueue.engine.tally import Held, held_here, per_partition, tally
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessagingEntityDisabledError,
@@ -194,7 +194,7 @@ class EntityHandle:
 
     def make_attempt(self, partitions: list[int], share: int, total: int, peek_lock: bool,
                      pass_to: tuple[tuple[int, int], ...] = ()) -> Attempt:
-        """One receive's question to these partitions (``engine.receive.Attempt``)."""
+        """One receive's question to these partitions (``engine.receive.attempt.Attempt``)."""
         return Attempt(
             partitions=partitions, share=share, total=total, ctx=self.context(peek_lock),
             lock_duration=self.props.lock_duration,
@@ -231,7 +231,7 @@ class EntityHandle:
         """The sequence numbers of the messages one send stored, in batch-index order: send
         order for a send made ``in_send_order`` (the client's and a transaction's, S3.4),
         grouped by partition for another DataFrame send. From the heads of its partitions
-        (``engine.numbers``), else from the view."""
+        (``engine.send.numbers``), else from the view."""
         if self.dedupe is None and self.target is None:
             found = send_numbers(self.inbox, self.ledger, send_id)
             if found is not None:
@@ -242,7 +242,7 @@ class EntityHandle:
 
     def counts(self) -> dict[str, int]:
         """Message counts by kind, summed over partitions, and ``size_in_bytes`` (S16.2):
-        read on the driver where it can be (``engine.tally``), else through the view."""
+        read on the driver where it can be (``engine.reads.tally``), else through the view."""
         forwarding = bool(self.props.forward_to)
         held = self._held_here()
         if held is None:

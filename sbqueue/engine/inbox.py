@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
-from sbqueue.store import driver, row_ids
+from sbqueue.store import driver, log_reads, row_ids
 from sbqueue.store.delta import Table
 from sbqueue.store.location import local_path
 from sbqueue.store.logfiles import first_commit_since
@@ -27,7 +27,7 @@ from sbqueue.store.tracked import Refused, Unsupported, append_tracked, arrow_sc
 __all__ = ["COMMIT_VERSION", "ROW_ID", "FileRange", "Inbox"]
 
 ROW_ID = row_ids.ROW_ID  # the key a row read on the driver holds its Delta row id under
-FileRange = driver.FileRange  # (lowest, highest batch index, rows) of one data file
+FileRange = log_reads.FileRange  # (lowest, highest batch index, rows) of one data file
 
 # The commit that appended a row (Delta row tracking): the inbox's commit order.
 COMMIT_VERSION = "_metadata.row_commit_version"
@@ -104,7 +104,7 @@ class Inbox(Table):
     def commit_ranges(self, version: int) -> dict[int, list[FileRange]] | None:
         """Per partition, the batch-index range and row count of each file commit
         ``version`` added (its log entry, no data read); None where not told here."""
-        return driver.commit_ranges(self.path, version, "partition_id", "batch_index")
+        return log_reads.commit_ranges(self.path, version, "partition_id", "batch_index")
 
     def first_version_since(self, since: datetime, before: int, depth: int) -> int | None:
         """The oldest version after which every commit up to ``before`` was made at or

@@ -50,7 +50,7 @@ class Ledger(Table):
 
     def create_empty(self, here: bool | None = None) -> None:
         """Create the table, without cursor rows: a partition without a p row has passed
-        nothing yet (``engine.receive.with_unstored``); its first cursor move inserts it.
+        nothing yet (``engine.receive.attempt.with_unstored``); its first cursor move inserts it.
         One commit, no data file (decision 011)."""
         self.create(LEDGER_SCHEMA, ["partition_id", "lane"], LEDGER_PROPERTIES,
                     LEDGER_PROTOCOL, here)

@@ -22,9 +22,9 @@ from sbqueue.engine.catalog import Catalog
 from sbqueue.engine.entity import Entity
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.reads import messages_sql
+from sbqueue.engine.reads.view import messages_sql
 from sbqueue.engine.storage_guard import definition_guarded
-from sbqueue.engine.topic import Topic
+from sbqueue.engine.topics.topic import Topic
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessagingEntityAlreadyExistsError,

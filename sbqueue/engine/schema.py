@@ -6,7 +6,7 @@ inbox   partitioned by (partition_id, segment). Sends are blind appends; rows ar
         ``_metadata.row_commit_version`` without the change feed).
 ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` row per
         partition once its cursor has moved (the last inbox row it has passed and its
-        counter; none yet: nothing passed, ``engine.receive.with_unstored``) and one
+        counter; none yet: nothing passed, ``engine.receive.attempt.with_unstored``) and one
         ``m`` row per message the cursor has passed that is still in the entity (locked,
         returned, deferred, scheduled, dead-lettered). A row points at its inbox row by
         (segment, send_id, batch_index). Why: docs/decisions/004-cursor-layout.md.
@@ -15,7 +15,7 @@ ledger  partitioned by (partition_id, lane). Narrow rows, no bodies: one ``p`` r
         decision 008), and ``c`` rows: completion records, appended by completes and folded
         by receives (``engine.records``, decision 011), and ``w`` rows (lane ``transfer``):
         a forwarding window, inbox rows a forwarding step moved its cursor past in one go
-        (``engine.forward_window``, decision 017). Every row is keyed by (partition_id,
+        (``engine.forward.window``, decision 017). Every row is keyed by (partition_id,
         sequence_number, row_type) (a record also by its lock token): s and t rows take
         negative numbers drawn from a 62-bit hash of their session or send id.
 """
@@ -154,7 +154,7 @@ LEDGER_SCHEMA = StructType(
 )
 LEDGER_COLUMNS = [f.name for f in LEDGER_SCHEMA.fields]
 RECORD = "c"  # the row type of a completion record (engine.records)
-WINDOW = "w"  # the row type of a forwarding window (engine.forward_window)
+WINDOW = "w"  # the row type of a forwarding window (engine.forward.window)
 # A ledger row's identity in a MERGE: m, p, s and t rows by (partition, sequence number,
 # type); a completion record also by its lock token (one per holder of a message).
 LEDGER_KEYS = ["partition_id", "sequence_number", "row_type"]

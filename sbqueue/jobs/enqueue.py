@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sbqueue.engine.send import SETTABLE
+from sbqueue.engine.send.frame import SETTABLE
 from sbqueue.jobs.runner import JobError, base_parser, run_job
 
 __all__ = ["main", "parser", "read_input", "to_messages"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from sbqueue.engine.forward import DEFAULT_BATCH, ForwardResult, forward_namespace
+from sbqueue.engine.forward.job import DEFAULT_BATCH, ForwardResult, forward_namespace
 from sbqueue.jobs.runner import add_loop_options, base_parser, loop, run_job
 
 __all__ = ["forward_once", "main", "parser"]

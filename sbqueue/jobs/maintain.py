@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from sbqueue.engine.maintain import MIN_VACUUM_HOURS, Maintainer
+from sbqueue.engine.maintain.job import MIN_VACUUM_HOURS, Maintainer
 from sbqueue.jobs.runner import add_loop_options, base_parser, loop, run_job
 
 __all__ = ["main", "maintain_once", "parser"]

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
-from sbqueue.engine.forward import DEFAULT_BATCH, Forwarder
+from sbqueue.engine.forward.job import DEFAULT_BATCH, Forwarder
 from sbqueue.jobs.runner import base_parser, run_job
 
 __all__ = ["main", "parser"]

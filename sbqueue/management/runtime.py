@@ -16,7 +16,7 @@ from sbqueue.core.properties import (
     SubscriptionProperties,
     TopicProperties,
 )
-from sbqueue.engine.reads import last_commit
+from sbqueue.engine.reads.view import last_commit
 
 if TYPE_CHECKING:
     from sbqueue.engine.entity import Entity

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sbqueue.spark.session import speaks_delta_errors
-from sbqueue.store import deadline, driver
+from sbqueue.store import deadline, driver, log_reads
 from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
 from sbqueue.store.location import is_local, local_path
@@ -222,12 +222,12 @@ class Table:
     def readable(self, version: int) -> bool | None:
         """Whether ``version`` can still be read (not cleaned from the log, its files not
         vacuumed); None where only reading it would tell (not a local folder)."""
-        return driver.files_present(self.path, version)
+        return log_reads.files_present(self.path, version)
 
     def commits(self) -> list[tuple[int, datetime]]:
         """Every version still in the log with its commit time (UTC), oldest first: read
         on the driver where the table is local, else ``DESCRIBE HISTORY``."""
-        here = driver.commits(self.path)
+        here = log_reads.commits(self.path)
         if here is not None:
             return here
         rows = self.history().select("version", "timestamp").collect()
@@ -295,12 +295,12 @@ class Table:
             raise StaleRead(str(exc)) from None
 
     def tagged_here(self, tag: str) -> int | None:
-        """``driver.tagged_version``: the version tagged ``tag``; None: ask Spark."""
-        return driver.tagged_version(self.path, tag)
+        """``log_reads.tagged_version``: the version tagged ``tag``; None: ask Spark."""
+        return log_reads.tagged_version(self.path, tag)
 
     def stats_here(self, column: str) -> tuple[int, Any] | None:
-        """``driver.file_stats``: (rows, largest ``column``) from the log; None: ask Spark."""
-        return driver.file_stats(self.path, column)
+        """``log_reads.file_stats``: (rows, largest ``column``) from the log; None: ask Spark."""
+        return log_reads.file_stats(self.path, column)
 
     def appended_table_here(self, after_version: int, up_to_version: int,
                             columns: Sequence[str], cap: int, where: str | None = None
@@ -347,7 +347,7 @@ class Table:
     def committed_at(self) -> datetime | None:
         """When the latest version was committed: from the log on the driver where the table
         is local, else ``DESCRIBE HISTORY`` (two Spark jobs)."""
-        here = driver.committed_at(self.path)
+        here = log_reads.committed_at(self.path)
         if here is not None:
             return here
         row = self.history(1).select("timestamp").first()
@@ -357,7 +357,7 @@ class Table:
         """The newest ``limit`` commits (None: all the log holds), newest first, as
         (version, time in UTC, operation, user metadata): from the log on the driver where
         the table is local, else ``DESCRIBE HISTORY``."""
-        here = driver.history(self.path, limit)
+        here = log_reads.history(self.path, limit)
         if here is not None:
             return here
         rows = self.history(limit).select(
@@ -367,7 +367,7 @@ class Table:
     def files_by_partition(self, columns: Sequence[str]) -> dict[tuple[Any, ...], int]:
         """How many data files each value of the partition ``columns`` holds: from the
         log's add actions on the driver where the table is local, else a Spark job."""
-        here = driver.files_by_partition(self.path, columns)
+        here = log_reads.files_by_partition(self.path, columns)
         if here is not None:
             return here
         rows = (self.rows().select(*columns, "_metadata.file_path").distinct()

@@ -1,35 +1,33 @@
-"""Small reads of a local Delta table on the driver, with delta-rs: no Spark job.
+"""A local Delta table read and written on the driver, with delta-rs: no Spark job.
 
 Why (decision 011, step 3): a receive decides on a few hundred narrow rows, yet reading them
 through Spark cost four jobs (the new snapshot's state reconstruction, data skipping, the
 read itself and the inbox head), a second or more of a receive. ``deltalake`` (delta-rs, a
-well-kept reader of the same protocol) replays the log and reads the files a partition
-filter selects in tens of milliseconds, in this process. Reads only: every write stays
-Spark's, so every commit still goes through one Delta implementation and one log store.
+well-kept implementation of the same protocol) replays the log and reads the files a
+partition filter selects in tens of milliseconds, in this process. It also commits here:
+a ``Pinned`` table rewrites some partitions only if no later commit touched them (Delta's
+conflict check, from the version read), and ``append`` is a blind append; both carry the
+``marked`` tag as Spark's commits carry their user metadata. Row-tracked appends of the
+inbox are ``store.tracked``'s; what the log says is ``store.log_reads``'.
 
-Only for tables in a local folder (cloud storage needs the credentials Spark holds; Spark
-Connect clusters have no local files): elsewhere, and on any read this module cannot do
-(a change feed the log no longer holds, more rows than ``ROW_LIMIT``), the functions return
-None and the caller reads through Spark, which is always correct.
+Only for tables in a local folder the local executor serves (``store.executor``): elsewhere,
+and on any read this module cannot do (a change feed the log no longer holds, more rows
+than ``ROW_LIMIT``), the functions return None and the caller goes through Spark.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import heapq
 import itertools
-import json
 import logging
 import os
 import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -40,13 +38,12 @@ from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.executor import delta_rs_installed, spark_only
 from sbqueue.store.location import is_local, local_path
-from sbqueue.store.logfiles import commit_actions, commit_file
+from sbqueue.store.logfiles import commit_file
 from sbqueue.store.thresholds import ROW_LIMIT
 
-__all__ = ["ROW_LIMIT", "Commit", "Conflict", "FileRange", "Pinned", "Refused", "append",
-           "appended", "appended_table", "commit_ranges", "commits_enabled", "committed_at",
-           "enabled", "file_stats", "files_by_partition", "history", "marked", "pin", "scan",
-           "tagged_version"]
+__all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "Refused", "append", "appended",
+           "appended_table", "commits_enabled", "enabled", "latest", "marked", "or_none", "pin",
+           "scan"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 _COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "0" turns a small receive's commits on the driver off
@@ -117,7 +114,7 @@ class Pinned:
             table = dataset.to_table(filter=where,
                                      columns=None if columns is None else list(columns))
             return [row for row in _plain(table.to_pylist()) if keep(row)]
-        return _or_none(read)
+        return or_none(read)
 
     def rewrite(self, scope: Sequence[Mapping[str, Any]], rows: list[Row]) -> None:
         """Replace every row of the partitions in ``scope`` (each: partition column ->
@@ -245,7 +242,7 @@ def latest(path: str) -> Any:
 
 def pin(path: str) -> Pinned | None:
     """The table as of now, or None when it cannot be read here."""
-    return _or_none(lambda: Pinned(path)) if enabled(path) else None
+    return or_none(lambda: Pinned(path)) if enabled(path) else None
 
 
 def commits_enabled(path: str) -> bool:
@@ -294,7 +291,7 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
         return None  # the log no longer holds those commits: Spark reads by row tracking
 
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
-    return _or_none(lambda: _first(
+    return or_none(lambda: _first(
         _changes(path, after_version, up_to_version, wanted, where), wanted, keep, order, limit))
 
 
@@ -339,7 +336,7 @@ def appended_table(path: str, after_version: int, up_to_version: int, columns: S
                                          pc.cast(table.column(k), _unviewed(field.type)))
         inserts = table.filter(pc.equal(table.column("_change_type"), "insert"))
         return inserts.drop_columns(["_change_type"]).combine_chunks()
-    return _or_none(read)
+    return or_none(read)
 
 
 def _unviewed(kind: pa.DataType) -> pa.DataType:
@@ -351,141 +348,6 @@ def _unviewed(kind: pa.DataType) -> pa.DataType:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
         return pa.list_(_unviewed(kind.value_type))
     return kind
-
-
-def committed_at(path: str) -> datetime | None:
-    """When the latest version was committed (its commit info, from the log); None when it
-    cannot be told here."""
-    newest = history(path, 1)
-    return None if not newest else newest[0][1]
-
-
-def commits(path: str) -> list[tuple[int, datetime]] | None:
-    """Every version still in the log with its commit time, oldest first (the commit
-    infos, no data file); None when it cannot be told here."""
-    found = history(path)
-    return None if found is None else [(version, at) for version, at, _, _ in found[::-1]]
-
-
-def history(path: str, limit: int | None = None) -> list[Commit] | None:
-    """The newest ``limit`` commits (None: all the log holds), newest first, from their
-    commit infos (no data file); None when it cannot be told here."""
-    if not enabled(path):
-        return None
-
-    def read() -> list[Commit] | None:
-        try:
-            found = [(int(info["version"]),
-                      datetime.fromtimestamp(info["timestamp"] / 1000, timezone.utc),
-                      str(info.get("operation", "")), info.get("userMetadata"))
-                     for info in latest(path).history(limit)]
-        except (KeyError, TypeError):  # a commit info without them: Spark's history tells
-            return None
-        return sorted(found, key=lambda c: c[0], reverse=True)
-    return _or_none(read)
-
-
-def files_by_partition(path: str, columns: Sequence[str]) -> dict[tuple[Any, ...], int] | None:
-    """How many data files of the latest version each value of the partition ``columns``
-    holds, from the log's add actions (no data file read); None when it cannot be told
-    here."""
-    if not enabled(path):
-        return None
-
-    def read() -> dict[tuple[Any, ...], int]:
-        actions = pa.table(latest(path).get_add_actions(flatten=True))
-        values = [actions.column(f"partition.{c}").to_pylist() for c in columns]
-        return dict(Counter(zip(*values, strict=True)))
-    return _or_none(read)
-
-
-def files_present(path: str, version: int) -> bool | None:
-    """Whether ``version`` can still be read: its log entries kept and every data file it
-    names still stored (a vacuum removes the files only old versions name). None when it
-    cannot be told here."""
-    if not enabled(path):
-        return None
-    from urllib.parse import unquote, urlparse
-
-    from deltalake import DeltaTable
-
-    try:
-        table = DeltaTable(str(local_path(path)), version=version)
-    except Exception:  # its commits were cleaned from the log
-        return False
-    for uri in table.file_uris():
-        parsed = urlparse(uri)
-        if not os.path.exists(unquote(parsed.path) if parsed.scheme == "file" else uri):
-            return False
-    return True
-
-
-def file_stats(path: str, column: str) -> tuple[int, Any] | None:
-    """(rows, largest ``column``) of the latest version, from the log's file statistics
-    alone (no data file read); None when it cannot be told here (a file without them)."""
-    if not enabled(path):
-        return None
-
-    actions = _or_none(lambda: pa.table(
-        latest(path).get_add_actions(flatten=True)))
-    if actions is None:
-        return None
-    if actions.num_rows == 0:
-        return 0, None
-    largest = f"max.{column}"
-    if largest not in actions.column_names or actions.column("num_records").null_count:
-        return None
-    return int(pc.sum(actions.column("num_records")).as_py()), pc.max(
-        actions.column(largest)).as_py()
-
-
-FileRange = tuple[int, int, int]  # (lowest, highest, rows) of one data file's column
-
-
-def commit_ranges(path: str, version: int, partition: str, column: str
-                  ) -> dict[int, list[FileRange]] | None:
-    """Per value of the integer ``partition`` column, the files commit ``version`` added:
-    each one's range of ``column`` and its row count, from the commit's add actions (one
-    log file, no data file read), lowest first; None when it cannot be told here (not
-    local, the log file gone, a file without statistics)."""
-    if not enabled(path):
-        return None
-    return _commit_ranges(str(local_path(path)), version, partition, column)
-
-
-@functools.lru_cache(maxsize=32)  # a commit file never changes once written
-def _commit_ranges(folder: str, version: int, partition: str, column: str
-                   ) -> dict[int, list[FileRange]] | None:
-    found: dict[int, list[FileRange]] = {}
-    try:
-        for action in commit_actions(Path(folder) / "_delta_log", version):
-            if "cdc" in action:  # its change feed is these files, not its adds
-                return None
-            add = action.get("add")
-            if add is None or add.get("dataChange") is False:  # a compaction: no rows added
-                continue
-            stats = json.loads(add.get("stats") or "{}")
-            low, high = (stats.get(k, {}).get(column) for k in ("minValues", "maxValues"))
-            if low is None or high is None or "numRecords" not in stats:
-                return None
-            found.setdefault(int(add["partitionValues"][partition]), []).append(
-                (int(low), int(high), int(stats["numRecords"])))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.debug("commit ranges not read here: %r", exc)
-        return None
-    return {p: sorted(ranges) for p, ranges in found.items()}
-
-
-def tagged_version(path: str, tag: str, depth: int = 1000) -> int | None:
-    """The version of the commit among the newest ``depth`` that carries ``tag`` as its
-    user metadata (``store.delta.append``); None when it cannot be told here."""
-    if not enabled(path):
-        return None
-
-    history = _or_none(lambda: latest(path).history(depth))
-    if history is None:
-        return None
-    return next((int(c["version"]) for c in history if c.get("userMetadata") == tag), None)
 
 
 def _first(stream: pa.RecordBatchReader, wanted: list[str], keep: Keep,
@@ -520,7 +382,7 @@ def _plain(rows: Iterable[Row]) -> Iterable[Row]:
         yield row
 
 
-def _or_none(read: Callable[[], T]) -> T | None:
+def or_none(read: Callable[[], T]) -> T | None:
     """``read()``, or None where delta-rs could not do it (a protocol feature it lacks, a
     file gone under a vacuum): logged; the caller reads with Spark instead."""
     from deltalake.exceptions import DeltaError

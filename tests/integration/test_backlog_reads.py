@@ -2,7 +2,7 @@
 
 A queue holds one large send, so each of its files holds ~10,000 rows. A receive of ten
 messages finds them on the driver in the change feed, up to the rows it may take
-(``engine.inbox_head``), with no Spark job, and its bodies are read from the file that
+(``engine.receive.head``), with no Spark job, and its bodies are read from the file that
 holds them (``ReceiveResult.index_span``). The counts come from the reads themselves: the
 rows delta-rs streamed for the head, and the rows Spark's inbox scan put out. Before, the
 head read passed the driver's cap and a Spark job sorted the whole send, and the body read
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from sbqueue.engine import Namespace
-from sbqueue.engine.receive_small import HEAD_ROWS
+from sbqueue.engine.receive.small import HEAD_ROWS
 from sbqueue.spark.plans import scanned_rows
 from sbqueue.store import driver
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sbqueue.engine.maintain import Maintainer
+from sbqueue.engine.maintain.job import Maintainer
 from sbqueue.exceptions import StorageFailureError
 from sbqueue.management import ServiceBusAdministrationClient
 

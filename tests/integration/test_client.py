@@ -276,7 +276,7 @@ def test_s6_6_a_record_written_after_another_receiver_took_the_message_counts_fo
     was released and locked again (here: the writer's append 'outlasted' the clock margin,
     so it reads the row as it was just before its own commit) reports the lock lost and
     does not complete the message; the new holder's complete counts."""
-    from sbqueue.engine import settle
+    from sbqueue.engine.settle import apply as settle
 
     q = _queue(admin, lock_duration="PT1M")
     with client.get_queue_sender(q) as sender:

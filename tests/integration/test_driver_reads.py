@@ -11,9 +11,9 @@ import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.transitions import Lane
-from sbqueue.engine import receive_small
 from sbqueue.engine.namespace import Namespace
-from sbqueue.engine.receive import cursors_of
+from sbqueue.engine.receive import small as receive_small
+from sbqueue.engine.receive.attempt import cursors_of
 
 pytestmark = pytest.mark.spark
 
@@ -95,7 +95,7 @@ def test_a_receive_reads_on_the_driver_without_spark_jobs(
 
 def test_s1_6_the_size_bound_from_the_log_on_the_driver_is_sparks(
         monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
-    from sbqueue.engine.reads import inbox_bound
+    from sbqueue.engine.reads.view import inbox_bound
 
     inbox = busy_queue.entity("q").inbox
     here, there = _both(monkeypatch, lambda: inbox_bound(inbox))

@@ -178,17 +178,19 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
                                                                  namespace_root) -> None:
     """Both read the same head of partition 0 before either commits: one commits, the
     other's MERGE aborts (Delta conflict or the row-version guard); one lock stands."""
-    from sbqueue.engine import receive as rx
-    from sbqueue.store.guarded import RETRYABLE
+    from sbqueue.engine.receive import attempt as rx
+    from sbqueue.engine.receive.on_spark import _changes
+    from sbqueue.engine.schema import LEDGER_COLUMNS
+    from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, RETRYABLE
 
     admin.create_queue("race")
     queue = Namespace(namespace_root, spark).entity("race")
     queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
-    attempt = rx.Attempt(partitions=[0], share=1, total=1, ctx=queue._context(True),
+    attempt = rx.Attempt(partitions=[0], share=1, total=1, ctx=queue.context(True),
                          lock_duration=queue.props.lock_duration,
                          latest_version=1)
-    first = rx._changes(queue.ledger, queue.inbox, attempt, "main")
-    second = rx._changes(queue.ledger, queue.inbox, attempt, "main")
+    first = _changes(queue.ledger, queue.inbox, attempt, "main")
+    second = _changes(queue.ledger, queue.inbox, attempt, "main")
     handed = [c.where("_handed").first() for c in (first, second)]
     assert handed[0].sequence_number == handed[1].sequence_number == 1
 
@@ -196,8 +198,8 @@ def test_s5_2_two_receivers_that_read_together_cannot_both_lock(admin, spark,
         scope = rx.merge_scope([(0, "main", 0, 1)])
         queue.ledger.merge(scope, ["partition_id", "sequence_number"],
                            changes.where("_op IS NOT NULL").select(
-                               *rx.LEDGER_COLUMNS, rx.EXPECT_COLUMN, rx.OP_COLUMN),
-                           rx.LEDGER_COLUMNS)
+                               *LEDGER_COLUMNS, EXPECT_COLUMN, OP_COLUMN),
+                           LEDGER_COLUMNS)
 
     commit(first)
     with pytest.raises(RETRYABLE):

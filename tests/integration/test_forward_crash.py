@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
-from sbqueue.engine.forward import Forwarder
+from sbqueue.engine.forward.job import Forwarder
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -26,7 +26,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from sbqueue import ServiceBusClient
-    from sbqueue.engine.forward import Forwarder
+    from sbqueue.engine.forward.job import Forwarder
     root, source, point = sys.argv[1], sys.argv[2], sys.argv[3]
 
     def kill():

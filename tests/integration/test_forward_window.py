@@ -13,9 +13,9 @@ import pytest
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.properties import EntityStatus
 from sbqueue.core.subqueues import TRANSFER_VIEW_NAME
-from sbqueue.engine.forward import Forwarder
-from sbqueue.engine.maintain import Maintainer
-from sbqueue.engine.receive import WINDOW_VERSIONS
+from sbqueue.engine.forward.job import Forwarder
+from sbqueue.engine.maintain.job import Maintainer
+from sbqueue.engine.receive.attempt import WINDOW_VERSIONS
 
 pytestmark = pytest.mark.spark
 

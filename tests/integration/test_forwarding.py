@@ -13,7 +13,7 @@ import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.properties import EntityStatus
-from sbqueue.engine.forward import Forwarder, forward_namespace, forwarding_sources
+from sbqueue.engine.forward.job import Forwarder, forward_namespace, forwarding_sources
 from sbqueue.management import RuleProperties, SqlRuleFilter
 
 pytestmark = pytest.mark.spark

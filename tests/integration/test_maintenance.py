@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
-from sbqueue.engine.maintain import Maintainer, last_use
+from sbqueue.engine.maintain.job import Maintainer, last_use
 
 pytestmark = pytest.mark.spark
 

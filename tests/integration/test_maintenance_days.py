@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sbqueue.engine.maintain import Maintainer
+from sbqueue.engine.maintain.job import Maintainer
 from sbqueue.store.delta import earliest_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.clock import utcnow
-from sbqueue.engine.view_here import VIEW_SCHEMA
+from sbqueue.engine.reads.view_here import VIEW_SCHEMA
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from sbqueue.core.clock import utcnow
 from sbqueue.core.routing import partition_for
 from sbqueue.core.transitions import Lane
-from sbqueue.engine.receive_range import MIN_RANGE
+from sbqueue.engine.receive.ranges import MIN_RANGE
 from sbqueue.engine.schema import WINDOW
 from sbqueue.spark.plans import executed_plan
 

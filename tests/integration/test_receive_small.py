@@ -11,8 +11,8 @@ import pytest
 
 from sbqueue.core.picking import pick
 from sbqueue.core.transitions import Lane, ReceiveContext, deliverable
-from sbqueue.engine import receive as spark_receive
-from sbqueue.engine.receive import Attempt
+from sbqueue.engine.receive import on_spark as spark_receive
+from sbqueue.engine.receive.attempt import Attempt
 
 pytestmark = pytest.mark.spark
 
@@ -70,8 +70,8 @@ def test_driver_picking_matches_the_spark_projection(spark, seed: int) -> None:
 
 def test_a_client_receive_is_decided_on_the_driver_with_its_body(spark, admin, namespace_root,
                                                                   monkeypatch) -> None:
-    from sbqueue.engine import receive_ops
     from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.engine.receive import ops as receive_ops
 
     admin.create_queue("q")
     with ServiceBusClient(namespace_root, spark=spark) as client:
@@ -187,7 +187,7 @@ def test_s10_4_a_session_receive_is_decided_on_the_driver_in_order(spark, admin,
     bodies from the head it read, in sequence order, only the session's; the other
     session's messages the cursor passed stay available to that session."""
     from sbqueue import ServiceBusClient, ServiceBusMessage
-    from sbqueue.engine.sessions import Sessions
+    from sbqueue.engine.sessions.ops import Sessions
 
     seen = []
     original = Sessions.receive_result

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.cli import main
-from sbqueue.engine.replay import REPLAYED_FROM
+from sbqueue.engine.reads.replay import REPLAYED_FROM
 from sbqueue.exceptions import InvalidOperationError
 
 pytestmark = pytest.mark.spark

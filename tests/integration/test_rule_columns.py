@@ -10,7 +10,7 @@ from rule_cases import ACTIONS, CASES, MESSAGES
 
 from sbqueue.core.rule_syntax import parse_action, parse_filter
 from sbqueue.core.rules import CorrelationRuleFilter
-from sbqueue.engine.rule_columns import RulePlan, with_props
+from sbqueue.engine.topics.rules import RulePlan, with_props
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """The rule language fuzzed against Spark (SPEC S15.4, S15.5): drawn filters evaluated on drawn
-messages by the Spark projection of ``engine.rule_columns``, every pair in one job, compared
+messages by the Spark projection of ``engine.topics.rules``, every pair in one job, compared
 row by row with the Python evaluator (``core.rule_eval``), unknown included.
 
 The cases are drawn by Hypothesis (tests/rule_fuzz.py), derandomized: the same cases on every
@@ -32,7 +32,7 @@ from rule_fuzz import (
 
 from sbqueue.core.rule_eval import evaluate, message_view
 from sbqueue.core.rule_syntax import MAX_NESTING, Not, parse_filter
-from sbqueue.engine.rule_columns import RulePlan, with_props
+from sbqueue.engine.topics.rules import RulePlan, with_props
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.variant import encode_object
 

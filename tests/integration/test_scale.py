@@ -157,7 +157,7 @@ def test_issue5_point4_a_cursor_behind_a_full_window_catches_up(admin, spark, na
     """Receives read a bounded window of inbox commits; a partition with nothing in the
     window moves its cursor to the window's end, so a message far behind is still found."""
     from sbqueue.core.routing import partition_for
-    from sbqueue.engine import receive as rx
+    from sbqueue.engine.receive import attempt as rx
 
     monkeypatch.setattr(rx, "WINDOW_VERSIONS", 2)
     admin.create_queue("window", enable_partitioning=True)

@@ -229,7 +229,7 @@ def test_issue20_point4_uuid_and_timedelta_come_back_typed(admin, spark, namespa
     with ServiceBusClient(namespace_root, spark=spark) as client:
         sender = client.get_queue_sender("q")
         sender.send_messages(ServiceBusMessage("driver", application_properties=props))
-        monkeypatch.setattr("sbqueue.engine.send_ops.SMALL_SEND", 0)  # the next: a Spark send
+        monkeypatch.setattr("sbqueue.engine.send.ops.SMALL_SEND", 0)  # the next: a Spark send
         sender.send_messages(ServiceBusMessage("spark", application_properties=props))
         with client.get_queue_receiver("q", max_wait_time=5) as receiver:
             peeked = receiver.peek_messages(2)

@@ -1,5 +1,5 @@
 """S3.1, S3.4, S8.4: a send's sequence numbers read from its partitions' heads
-(``engine.numbers``, decision 011) are the numbers the view gives and receives hand out,
+(``engine.send.numbers``, decision 011) are the numbers the view gives and receives hand out,
 before and after the cursor passes the rows."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from pyspark.sql import functions as F
 
-from sbqueue.engine.numbers import send_numbers
+from sbqueue.engine.send.numbers import send_numbers
 
 pytestmark = pytest.mark.spark
 

@@ -1,5 +1,5 @@
 """Decision 015: a client send to a local queue is decided and committed on the driver
-(``engine.send_small`` + ``store.tracked``), no Spark job. Its inbox rows are the Spark
+(``engine.send.small`` + ``store.tracked``), no Spark job. Its inbox rows are the Spark
 send's row for row (S2.1-S2.4, S4.1-S4.3, S8.1, S8.4), its errors the same (S2.2, S2.4,
 S10.1), and Spark reads what it wrote: row ids, commit versions, the change feed."""
 

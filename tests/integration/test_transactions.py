@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from sbqueue import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from sbqueue.engine import receive as receive_module
-from sbqueue.engine.transaction import TransactionPlan, commit_transaction
+from sbqueue.engine.receive import attempt as receive_module
+from sbqueue.engine.transactions.commit import TransactionPlan, commit_transaction
 from sbqueue.exceptions import InvalidOperationError, MessageAlreadySettled, MessageLockLostError
 from sbqueue.store.delta import latest_version
 

@@ -48,8 +48,8 @@ def settle_down(root: str, stopped_at: float, latest_lock: float) -> None:
     messages have a time to live), forward until a round moves nothing, wait for the
     forwarded messages' own times to live, and expire them at ``parking``."""
     from sbqueue import Namespace
-    from sbqueue.engine.forward import forward_namespace
-    from sbqueue.engine.maintain import Maintainer
+    from sbqueue.engine.forward.job import forward_namespace
+    from sbqueue.engine.maintain.job import Maintainer
 
     longest = max(SESSION_LOCK, DRAIN_LOCK).total_seconds()  # a receive killed before its
     lapse = max(stopped_at + longest, latest_lock) + 2.0  # record names no lock

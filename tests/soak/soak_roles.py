@@ -382,7 +382,7 @@ def forwarder(role: Role) -> None:
     without a bound goes on while the source refills: busy receivers dead-letter into the
     work queue's dead-letter queue as fast as a batch leaves it, and one step took 11
     minutes on a loaded machine.)"""
-    from sbqueue.engine.forward import Forwarder, forwarding_sources
+    from sbqueue.engine.forward.job import Forwarder, forwarding_sources
 
     namespace = Namespace(role.root)
     soak_faults.misforward(role, namespace)
@@ -395,7 +395,7 @@ def forwarder(role: Role) -> None:
 
 def maintainer(role: Role) -> None:
     """One maintenance step of one entity (a step over all of them outlives the kills)."""
-    from sbqueue.engine.maintain import Maintainer
+    from sbqueue.engine.maintain.job import Maintainer
 
     path = role.rng.choice([*entities(), TOPIC])
     started = time.time()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-from sbqueue.store import driver
+from sbqueue.store import driver, log_reads
 
 
 def _table(tmp_path: Path) -> str:
@@ -23,12 +23,12 @@ def _table(tmp_path: Path) -> str:
 def test_history_is_newest_first_with_operations_and_metadata(tmp_path: Path) -> None:
     path = _table(tmp_path)
     driver.append(path, [{"p": 1, "v": 4}], "tag-1")
-    commits = driver.history(path)
+    commits = log_reads.history(path)
     assert commits is not None
     assert [c[0] for c in commits] == [1, 0]
     assert [c[3] for c in commits] == ["tag-1", None]
     assert commits[0][2] == "WRITE" and commits[0][1] >= commits[1][1]
-    assert driver.history(path, 1) == commits[:1]
+    assert log_reads.history(path, 1) == commits[:1]
 
 
 def test_commits_made_inside_marked_carry_the_mark(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_commits_made_inside_marked_carry_the_mark(tmp_path: Path) -> None:
     pinned = driver.pin(path)
     assert pinned is not None
     pinned.rewrite([{"p": 1}], [{"p": 1, "v": 6}])
-    commits = driver.history(path)
+    commits = log_reads.history(path)
     assert commits is not None
     assert [c[3] for c in commits] == [None, "after", "sbqueue-maintenance", None]
 
@@ -49,9 +49,9 @@ def test_commits_made_inside_marked_carry_the_mark(tmp_path: Path) -> None:
 def test_files_by_partition_counts_the_add_actions(tmp_path: Path) -> None:
     path = _table(tmp_path)
     driver.append(path, [{"p": 1, "v": 4}], "more")
-    assert driver.files_by_partition(path, ["p"]) == {(0,): 1, (1,): 2}
+    assert log_reads.files_by_partition(path, ["p"]) == {(0,): 1, (1,): 2}
 
 
 def test_a_folder_that_is_not_a_table_is_none(tmp_path: Path) -> None:
-    assert driver.history(str(tmp_path)) is None
-    assert driver.files_by_partition(str(tmp_path), ["p"]) is None
+    assert log_reads.history(str(tmp_path)) is None
+    assert log_reads.files_by_partition(str(tmp_path), ["p"]) is None

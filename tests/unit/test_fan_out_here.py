@@ -1,4 +1,4 @@
-"""A topic send's fan-out on the driver (``engine.fan_out_here``; S8.5, S10.1, S15.2,
+"""A topic send's fan-out on the driver (``engine.topics.fan_out_here``; S8.5, S10.1, S15.2,
 S15.6): which rows it makes for which subscriptions. That it makes the rows the Spark
 fan-out makes is held by ``test_stream_sink``."""
 
@@ -10,8 +10,8 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.core.properties import SubscriptionProperties
 from sbqueue.core.rules import RuleProperties, SqlRuleAction, SqlRuleFilter, TrueRuleFilter
-from sbqueue.engine.fan_out_here import fan_out_rows
 from sbqueue.engine.schema import COPY_BITS
+from sbqueue.engine.topics.fan_out_here import fan_out_rows
 from sbqueue.store.variant import encode_object
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)

@@ -1,5 +1,5 @@
 """Issue 41: a small receive reads the inbox head only up to where the commits' files hold
-the rows it may take (``engine.inbox_head``). The bound is held to the rows themselves:
+the rows it may take (``engine.receive.head``). The bound is held to the rows themselves:
 the first rows after the cursors, in commit order, all lie at or before it, in the
 partitions it names. No Spark."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbqueue.engine.inbox_head import WALK, bound, head_filter
-from sbqueue.engine.receive import Cursor
+from sbqueue.engine.receive.attempt import Cursor
+from sbqueue.engine.receive.head import WALK, bound, head_filter
 
 # commit version -> partition -> files, each a list of distinct batch indexes
 Layout = dict[int, dict[int, list[list[int]]]]

@@ -67,7 +67,7 @@ from sbqueue.core.properties import (
 from sbqueue.core.routing import RoundRobin
 from sbqueue.core.sessions import check_session_id, state_bytes
 from sbqueue.core.sizes import HEADER_LIMIT, check_dead_letter_text, message_limit
-from sbqueue.engine.send_small import inbox_rows
+from sbqueue.engine.send.small import inbox_rows
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageSizeExceededError,
@@ -444,7 +444,7 @@ _PREMIUM = QueueProperties(name="q", max_message_size_in_kilobytes=1024)
 
 
 def _engine(message: ServiceBusMessage, props: QueueProperties = _PREMIUM) -> int:
-    """The size the driver send stores for ``message`` (``engine.send_small``)."""
+    """The size the driver send stores for ``message`` (``engine.send.small``)."""
     rows = inbox_rows(to_outgoing([message]), props, frozenset(), RoundRobin(1), "send")
     return int(rows[0]["size_in_bytes"])
 

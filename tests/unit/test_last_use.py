@@ -1,5 +1,5 @@
 """S16.3: an entity's last use is its newest commit that maintenance did not make
-(``engine.maintain.last_use``), over tables that answer ``recent_commits`` as the store
+(``engine.maintain.job.last_use``), over tables that answer ``recent_commits`` as the store
 does: newest first, (version, time, operation, user metadata). No Spark."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sbqueue.engine.maintain import MARK, last_use
+from sbqueue.engine.maintain.job import MARK, last_use
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -68,3 +68,19 @@ def test_one_home_for_sequence_layout_and_sub_queue_names() -> None:
     spelled = [name for name, source in _modules() if name not in homes
                and (shifts.search(source) or names.search(source))]
     assert not spelled, f"sequence layout or sub-queue names outside their home: {spelled}"
+
+
+def test_no_import_circle_and_no_module_over_the_limit() -> None:
+    """Issue 43 point 4: the house by operation has no import circle (type-only imports
+    count) and no module over ``house.MAX_LINES`` lines; ``python3 tests/house.py`` prints
+    the counts."""
+    import sys
+
+    sys.path.insert(0, str(PACKAGE.parent / "tests"))
+    try:
+        import house
+    finally:
+        sys.path.pop(0)
+    assert house.circles(house.imports()) == []
+    over = [(lines, name) for lines, name in house.sizes() if lines > house.MAX_LINES]
+    assert over == [], f"modules over {house.MAX_LINES} lines: {over}"

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from sbqueue.core.sequence import sequence_of
-from sbqueue.engine.forward_window import NUMBERED, Run, runs
+from sbqueue.engine.forward.window import NUMBERED
+from sbqueue.engine.forward.window_rows import Run, runs
 
 
 def _numbered(rows: list[tuple[int, int, int, int]]) -> pa.Table:

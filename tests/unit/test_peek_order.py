@@ -1,5 +1,5 @@
 """Which view rows a peek shows, and in what order (docs/behaviour.md S9.1-S9.3): the pure
-part of the driver's peek (``engine.peek_here.peeked``), held to ``peek_dataframe``'s
+part of the driver's peek (``engine.reads.peek_here.peeked``), held to ``peek_dataframe``'s
 filters and sort."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from sbqueue.core.sequence import sequence_of
-from sbqueue.engine.peek_here import peeked
+from sbqueue.engine.reads.peek_here import peeked
 
 T0 = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
 

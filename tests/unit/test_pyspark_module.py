@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql.datasource import DataSource
 
 from sbqueue.datasource import SbqueueDataSource
-from sbqueue.engine.view_here import VIEW_SCHEMA
+from sbqueue.engine.reads.view_here import VIEW_SCHEMA
 from sbqueue.exceptions import InvalidOperationError
 
 REPO = Path(__file__).resolve().parents[2]

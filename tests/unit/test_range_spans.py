@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 from sbqueue.core.sequence import sequence_of
 from sbqueue.core.transitions import Lane
-from sbqueue.engine.forward_window import ForwardWindow
-from sbqueue.engine.receive import Cursor
-from sbqueue.engine.receive_range import Span, spans_of
+from sbqueue.engine.forward.window import ForwardWindow
+from sbqueue.engine.receive.attempt import Cursor
+from sbqueue.engine.receive.ranges import Span, spans_of
 
 NOW = datetime(2026, 11, 26, tzinfo=timezone.utc)
 

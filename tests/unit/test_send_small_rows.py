@@ -15,7 +15,7 @@ from pyspark.sql.types import VariantVal
 from sbqueue.core import clock
 from sbqueue.core.properties import QueueProperties
 from sbqueue.core.routing import RoundRobin, partition_for
-from sbqueue.engine.send_small import inbox_rows
+from sbqueue.engine.send.small import inbox_rows
 from sbqueue.exceptions import (
     InvalidOperationError,
     MessageSizeExceededError,

@@ -8,14 +8,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sbqueue.engine.forward_window import (
+from sbqueue.engine.forward.window import (
     FileReach,
     IndexReach,
     _head_filter,
     _prefixes,
     _reaches,
 )
-from sbqueue.engine.receive import Cursor
+from sbqueue.engine.receive.attempt import Cursor
 from sbqueue.engine.schema import COPY_BITS
 
 

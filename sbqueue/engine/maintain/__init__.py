@@ -1,0 +1,1 @@
+"""Maintenance: expiry, lock release, compaction of the ledger."""

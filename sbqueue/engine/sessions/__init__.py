@@ -1,0 +1,1 @@
+"""Sessions (S10): session locks, session receives and state."""

@@ -1,0 +1,1 @@
+"""Transactions (S12): one commit on one partition."""
