@@ -59,7 +59,54 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["SPARK_SUBMIT_OPTS"] = _child_options()
 
 
+# The Spark executor's pass (issue 43 point 2): under ``--full`` each fast test of these
+# files runs twice, on the local executor and on the Spark executor (``[local]``,
+# ``[spark]``); ``SBQUEUE_EXECUTOR=spark python3 -m pytest`` runs a whole run on Spark.
+# Tests marked ``local_executor`` assert what only the local executor does and are left
+# out on Spark; ``spark_target`` ones are expected to fail there (issue 43 point 3).
+SPARK_PASS = ("test_client", "test_sessions", "test_transactions", "test_duplicates",
+              "test_topics")
+EXECUTOR_ENV = "SBQUEUE_EXECUTOR"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if (metafunc.config.getoption("--full") and metafunc.definition.path.stem in SPARK_PASS
+            and metafunc.definition.get_closest_marker("slow") is None):
+        metafunc.parametrize("executor_pass", ["local", "spark"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def executor_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The executor this test runs on: its ``[spark]`` variant sets ``SBQUEUE_EXECUTOR``."""
+    name = getattr(request, "param", None)
+    if name is not None:
+        monkeypatch.setenv(EXECUTOR_ENV, name)
+    return os.environ.get(EXECUTOR_ENV, "auto")
+
+
+def _on_spark(item: pytest.Item) -> bool:
+    params = getattr(item, "callspec", None)
+    if params is not None and "executor_pass" in params.params:
+        return bool(params.params["executor_pass"] == "spark")
+    return os.environ.get(EXECUTOR_ENV, "").strip().lower() == "spark"
+
+
+def _for_executor(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out on Spark what only the local executor does; expect the Spark executor's
+    unmet targets to fail."""
+    local_only = [i for i in items if i.get_closest_marker("local_executor") and _on_spark(i)]
+    if local_only:
+        config.hook.pytest_deselected(items=local_only)
+        items[:] = [i for i in items if i not in local_only]
+    for item in items:
+        if item.get_closest_marker("spark_target") and _on_spark(item):
+            item.add_marker(pytest.mark.xfail(
+                reason="issue 43 point 3: a target the Spark executor does not meet yet",
+                strict=False))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _for_executor(config, items)
     if config.getoption("--full") or config.getoption("-m"):
         # The slow tests first, the longest first among them: two workers (``-n 2``) then
         # share the long ones and end together on the short ones.

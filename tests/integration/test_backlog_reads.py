@@ -20,7 +20,7 @@ from sbqueue.engine.receive.small import HEAD_ROWS
 from sbqueue.spark.plans import scanned_rows
 from sbqueue.store import driver
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 SENT = 40_000  # one send, one partition: a file of ~10,000 rows for each Spark task
 ASKED = 10

@@ -195,7 +195,9 @@ def test_s6_6_settling_after_the_lock_expired_is_lock_lost(clock, admin, client)
         sender.send_messages(ServiceBusMessage("late"))
     with client.get_queue_receiver(q, max_wait_time=5) as receiver:
         [got] = receiver.receive_messages()
-        clock.advance(got.locked_until_utc - clock.utcnow() + timedelta(seconds=0.5))
+        # past the lock's end (a slow receive, the Spark executor's, may return it ended)
+        clock.advance(max(got.locked_until_utc - clock.utcnow(), timedelta(0))
+                      + timedelta(seconds=0.5))
         with pytest.raises(MessageLockLostError, match=str(got.sequence_number)):
             receiver.complete_message(got)
         [again] = receiver.receive_messages(max_wait_time=150)  # once the stored lock ends
@@ -203,6 +205,7 @@ def test_s6_6_settling_after_the_lock_expired_is_lock_lost(clock, admin, client)
         receiver.complete_message(again)
 
 
+@pytest.mark.spark_target  # issue 43 point 3: >= 45 s of the lock left on the Spark executor
 def test_s5_2_s6_1_receive_50_then_complete_each_keeps_every_lock(admin, client) -> None:
     """The SDK's most common pattern (issue 18): ``receive_messages(max_message_count=50)``
     with the default 60 s lock, then ``complete_message`` on each in turn. Each settlement

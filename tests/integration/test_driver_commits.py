@@ -21,6 +21,7 @@ def commits_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SBQUEUE_DRIVER_COMMITS", "1")
 
 
+@pytest.mark.local_executor
 def test_s5_s6_receives_committed_on_the_driver_deliver_each_message_once(
         spark: Any, admin: Any, namespace_root: str, commits_here: None,
         spark_jobs: Any) -> None:
@@ -43,6 +44,7 @@ def test_s5_s6_receives_committed_on_the_driver_deliver_each_message_once(
         assert receiver.receive_messages(5, max_wait_time=1) == []
 
 
+@pytest.mark.local_executor
 def test_s6_1_a_record_landing_between_read_and_rewrite_is_not_lost(
         spark: Any, admin: Any, namespace_root: str, commits_here: None,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,6 +75,7 @@ def test_s6_1_a_record_landing_between_read_and_rewrite_is_not_lost(
         assert [str(m) for m in rest] == sorted({"m0", "m1", "m2"} - {str(held), str(got[0])})
 
 
+@pytest.mark.local_executor
 def test_s6_single_settlements_commit_on_the_driver_without_spark_jobs(
         spark: Any, admin: Any, namespace_root: str, commits_here: None,
         spark_jobs: Any) -> None:
@@ -110,6 +113,7 @@ def test_s6_single_settlements_commit_on_the_driver_without_spark_jobs(
         receiver.complete_message(again)
 
 
+@pytest.mark.local_executor
 def test_s6_a_small_dataframe_settlement_commits_on_the_driver_once(
         spark: Any, admin: Any, namespace_root: str, commits_here: None, clock: Any,
         spark_jobs: Any) -> None:

@@ -15,7 +15,7 @@ from sbqueue.engine.namespace import Namespace
 from sbqueue.engine.receive import small as receive_small
 from sbqueue.engine.receive.attempt import cursors_of
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 
 def _plain(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.clock import utcnow
 from sbqueue.engine.reads.view_here import VIEW_SCHEMA
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 
 def _same(spark, entity, **peek) -> list:  # type: ignore[no-untyped-def]

@@ -45,6 +45,7 @@ def _jobs(spark, fn):  # type: ignore[no-untyped-def]
         sc.setJobGroup("", "")
 
 
+@pytest.mark.local_executor
 @pytest.mark.parametrize("in_send_order", [
     False, pytest.param(True, marks=pytest.mark.slow)])  # grouped by partition: the default
 def test_s3_1_s5_4_a_range_receive_numbers_messages_as_the_view_does(admin, spark,
@@ -69,6 +70,7 @@ def test_s3_1_s5_4_a_range_receive_numbers_messages_as_the_view_does(admin, spar
     assert queue.counts()["total"] == 0
 
 
+@pytest.mark.local_executor
 def test_s5_4_s6_1_a_bulk_receive_is_range_locked_and_completed_whole(admin, spark) -> None:
     queue = _queue(admin, spark, "ranges", 3 * MIN_RANGE)
 

@@ -19,7 +19,7 @@ from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 from sbqueue.store.location import local_path
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 NOW = datetime.now(timezone.utc).replace(microsecond=0)
 

@@ -16,7 +16,7 @@ from sbqueue import Namespace
 from sbqueue.datasource import register
 from sbqueue.management import SqlRuleAction, SqlRuleFilter
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 SCHEMA = "body string, message_id string, session_id string, " \
          "application_properties map<string,string>"

@@ -17,7 +17,7 @@ from sbqueue.engine.schema import COPY_BITS
 from sbqueue.exceptions import MessageNotFoundError
 from sbqueue.management import RuleProperties, SqlRuleAction, SqlRuleFilter
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 
 def _topic(admin) -> None:

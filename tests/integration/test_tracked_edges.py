@@ -27,7 +27,7 @@ from sbqueue.store.created import ENGINE
 from sbqueue.store.location import local_path
 from sbqueue.store.logfiles import commit_actions, commit_file
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
 DAY = 86400
 SENDS = StructType([StructField("body", StringType())])  # a streaming send's columns
