@@ -3,10 +3,11 @@
 The entity is a queue or a subscription, or one of their dead-letter sub-queues (a
 subscription reads its topic's inbox, decision 009). ``Entity`` is a facade: what it is
 (tables, definition, checks, reads) is ``handle.EntityHandle``; each operation lives in
-its module (``send.ops``, ``receive.ops``, ``settle.ops``, ``settle.by_number``, ``peek``,
-``sessions``, ``replay``) and takes the handle. Sends append to the inbox; receives and
-settlements commit to the ledger partitions they change; reads never commit. Why this
-layout: docs/decisions/004-cursor-layout.md and 037-the-house-by-operation.md.
+its module (``send.ops``, ``receive.ops``, ``settle.ops``, ``settle.by_number``,
+``reads.peek``, ``sessions.ops``, ``reads.replay``) and takes the handle. Sends append to
+the inbox; receives and settlements commit to the ledger partitions they change; reads
+never commit. Why this layout: docs/decisions/004-cursor-layout.md and
+037-the-house-by-operation.md.
 """
 
 from __future__ import annotations

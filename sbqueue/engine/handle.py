@@ -5,7 +5,7 @@ reads and the ledger it commits (a subscription reads its topic's inbox, decisio
 the partition board its threads share, the size quota, and the checks an operation makes
 before it changes anything (status S16.1, fenced partitions S14.2, sends to a queue only
 S7.2/S15.2). It holds no operation: those live in their modules (``send.ops``,
-``receive.ops``, ``settle.ops``, ``settle.by_number``, ``peek``) and take a handle, and
+``receive.ops``, ``settle.ops``, ``settle.by_number``, ``reads.peek``) and take a handle, and
 ``entity.Entity`` is the facade that names them. So an operation module may name this
 one, and this one names none of them.
 """

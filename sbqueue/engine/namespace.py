@@ -294,7 +294,7 @@ class Namespace:
         return f"{self.database}.{_sql_identifier(name)}"
 
     def _register_view(self, kind: str, props: EntityDefinition) -> None:
-        """The entity's messages as a view (``reads.messages_sql``); a subscription reads
+        """The entity's messages as a view (``reads.view.messages_sql``); a subscription reads
         its topic's inbox through its own ledger."""
         owner = props
         if kind == "subscription":

@@ -34,7 +34,7 @@ __all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "no_record_
            "record_at", "record_rows"]
 
 # Records stay this long after they were written, folded or not: a writer reads its own
-# record back within this time when it has to (``settle.complete_by_records``).
+# record back within this time when it has to (``settle.apply.complete_by_records``).
 RECORD_KEEP = timedelta(seconds=60)
 # How far apart the clocks of two hosts may be (and a commit's last write may take): a
 # writer whose append returned this long before the lock ends knows its record is valid.

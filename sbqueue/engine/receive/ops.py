@@ -38,7 +38,9 @@ LEASE_WAIT_SECONDS = 10.0  # how long a receive waits for this process's threads
 
 
 def ask(entity: EntityHandle, partitions: list[int], share: int, total: int, peek_lock: bool
-             ) -> ReceiveResult:
+        ) -> ReceiveResult:
+    """One receive attempt on ``partitions`` (their lapsed range locks first turned into
+    message rows, decision 018), decided and committed once; the board learns its time."""
     started = time.monotonic()
     if entity.lane == Lane.MAIN:
         materialize_lapsed(entity, partitions, utcnow())
@@ -189,6 +191,7 @@ def pass_sessionless(entity: EntityHandle) -> None:
 
 
 def refuse_sessionful(entity: EntityHandle) -> None:
+    """S10.2: a session queue's main queue is received by session, not plainly."""
     if entity.props.requires_session and entity.lane == Lane.MAIN:
         raise InvalidOperationError(
             f"{entity.path} requires sessions: receive it by session "

@@ -2,7 +2,7 @@
 
 A client's small send is decided and committed on the driver where the inbox is local
 (``send.small``: no Spark job); a DataFrame send, or one the driver cannot take, is a Spark
-append (``send``). The same rows either way; a forwarding batch and a streaming sink's
+append (``send.frame``). The same rows either way; a forwarding batch and a streaming sink's
 batch are appended at most once by their ids.
 """
 

@@ -49,7 +49,7 @@ _IDS = ("message_id", "session_id", "partition_key", "reply_to_session_id")
 
 
 def _problem(message: Outgoing, props: Sendable, header: int, size: int) -> str | None:
-    """The first rule the message breaks, in ``send._first_problem``'s order and words."""
+    """The first rule the message breaks, in ``send.frame._first_problem``'s order and words."""
     for name in _IDS:
         value = message.get(name)
         if value is not None and len(value) > MAX_ID_LENGTH:

@@ -3,7 +3,7 @@ scheduled cancels (S8.4), batch deletes (S5.7), and the numbers a send stored (S
 
 Each is one commit over the partitions of its numbers, all or nothing where the rule says
 so (``all_by_sequence``: MessageNotFound names the numbers that are not valid and nothing
-changes). ``settle.apply_by_sequence`` decides and commits on the driver where it can.
+changes). ``settle.apply.apply_by_sequence`` decides and commits on the driver where it can.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ def receive_deferred_rows(entity: EntityHandle, sequence_numbers: list[int], mod
 
 
 def deferred_result(entity: EntityHandle, sequence_numbers: list[int], mode: str) -> ReceiveResult:
+    """The deferred messages ``sequence_numbers`` locked (or taken) in one commit, all or
+    none (S6.3); on a refusal the expired among them leave as expiry says (S8.2)."""
     lane = Lane.DEFERRED if entity.lane == Lane.MAIN else entity.lane
     ctx, seqs = entity.context(mode == "peek_lock"), sorted(set(sequence_numbers))
     try:

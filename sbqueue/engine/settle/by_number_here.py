@@ -2,11 +2,11 @@
 (the local executor): fetching deferred messages (S6.3), expiring them (S8.2), batch
 deletes (S5.7), dead-letter claims and forwarding releases (S13.3).
 
-``settle.apply_by_sequence`` is the rule: find the rows, keep those ``valid`` accepts,
+``settle.apply.apply_by_sequence`` is the rule: find the rows, keep those ``valid`` accepts,
 apply ``outcome`` to them in one commit (or to none, ``require_all``). Here the same
 ``core`` expressions are evaluated on the rows of their partitions as read at one version,
 and the lanes the rows leave and enter are rewritten from that version (a commit since
-fails it: StaleRead, retried), as ``settle.settle_here`` does for settlements. No Spark
+fails it: StaleRead, retried), as ``settle.apply.settle_here`` does for settlements. No Spark
 job; None where the ledger cannot be read or committed here.
 """
 

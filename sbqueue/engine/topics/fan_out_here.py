@@ -1,4 +1,4 @@
-"""A topic send's fan-out decided on the driver: ``topic.fan_out`` on plain rows.
+"""A topic send's fan-out decided on the driver: ``topics.topic.fan_out`` on plain rows.
 
 Why: a Python data source's worker (``sbqueue.datasource``) has no Spark to run the rule
 projection, yet a stream into a topic must give each subscription what a DataFrame send
