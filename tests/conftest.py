@@ -64,8 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # ``[spark]``); ``SBQUEUE_EXECUTOR=spark python3 -m pytest`` runs a whole run on Spark.
 # Tests marked ``local_executor`` assert what only the local executor does and are left
 # out on Spark; ``spark_target`` ones are expected to fail there (issue 43 point 3).
-SPARK_PASS = ("test_client", "test_sessions", "test_transactions", "test_duplicates",
-              "test_topics")
+SPARK_PASS = ("test_sessions", "test_transactions", "test_duplicates", "test_topics")
 EXECUTOR_ENV = "SBQUEUE_EXECUTOR"
 
 
