@@ -114,6 +114,11 @@ class Side:
         with executor(self.executors()):
             return read()
 
+    def hold(self, got: list[Any]) -> Any:
+        """Keep the locked messages a receive handed out; what it handed out."""
+        self.held.update({m.sequence_number: m for m in got})
+        return _handed(got)
+
     def close(self) -> None:
         self.client.close()
 
@@ -174,8 +179,7 @@ class Differential(RuleBasedStateMachine):
     def receive(self, count: int) -> None:
         def step(s: Side) -> Any:
             got = s.receiver.receive_messages(count, max_wait_time=WAIT)
-            s.held.update({m.sequence_number: m for m in got})
-            return _handed(got)
+            return s.hold(got)
         self.both(step)
 
     @precondition(lambda self: bool(self.ref.held))
@@ -207,8 +211,7 @@ class Differential(RuleBasedStateMachine):
 
         def step(s: Side) -> Any:
             got = s.receiver.receive_deferred_messages([seq])
-            s.held.update({m.sequence_number: m for m in got})
-            return _handed(got)
+            return s.hold(got)
         self.both(step)
 
     @precondition(lambda self: bool(self.ref.held))

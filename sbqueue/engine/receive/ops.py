@@ -200,9 +200,7 @@ def refuse_sessionful(entity: EntityHandle) -> None:
 
 def pass_to(entity: EntityHandle, seqs: list[int]) -> None:
     """Move each partition's cursor past the highest of ``seqs`` in it (bounded steps)."""
-    targets: dict[int, int] = {}
-    for seq in seqs:
-        targets[partition_of(seq)] = max(targets.get(partition_of(seq), 0), seq)
+    targets = highest_per_partition(seqs)
     for _ in range(64):
         counters = entity.ledger.counters()
         behind = {p: seq for p, seq in targets.items()
@@ -215,6 +213,14 @@ def pass_to(entity: EntityHandle, seqs: list[int]) -> None:
             retry_conflicts(lambda a=attempt: receive(  # type: ignore[misc]
                 entity.ledger, entity.inbox, a, Lane.MAIN),
                 what=f"pass the cursors of {entity.name}")
+
+
+def highest_per_partition(seqs: list[int]) -> dict[int, int]:
+    """Partition -> the highest of ``seqs`` in it: where a cursor must pass to."""
+    targets: dict[int, int] = {}
+    for seq in seqs:
+        targets[partition_of(seq)] = max(targets.get(partition_of(seq), 0), seq)
+    return targets
 
 
 def _receive_together(asks: list[tuple[EntityHandle, int]], mode: str) -> list[list[Row]]:

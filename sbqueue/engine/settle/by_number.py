@@ -33,7 +33,7 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.handle import EntityHandle
 from sbqueue.engine.receive.attempt import ReceiveResult, collected, with_bodies
-from sbqueue.engine.receive.ops import pass_to
+from sbqueue.engine.receive.ops import highest_per_partition, pass_to
 from sbqueue.engine.receive.ranges import materialize_lapsed
 from sbqueue.engine.receive.small import NotCancellable, cancel, messages_here
 from sbqueue.engine.settle.apply import Applied, apply_by_sequence
@@ -190,9 +190,7 @@ def cancel_at_once(entity: EntityHandle, seqs: list[int]) -> bool:
     cannot decide it."""
     if entity.lane != Lane.MAIN or entity.dedupe is not None:
         return False
-    targets: dict[int, int] = {}
-    for seq in seqs:
-        targets[partition_of(seq)] = max(targets.get(partition_of(seq), 0), seq)
+    targets = highest_per_partition(seqs)
     partitions = sorted(targets)
 
     def attempt() -> bool:
