@@ -35,6 +35,7 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   its own raw baseline.
 
     python benchmarks/commit_cost.py [--parts single,sdk50,loop,create] [--reps 7]
+        [--executor auto|local|spark]
 
 Results: ``benchmarks/results/commit_cost-<date>.jsonl`` (append the printed lines).
 """
@@ -417,7 +418,10 @@ def main() -> None:
     parser.add_argument("--drain", type=int, default=1_000_000)
     parser.add_argument("--drains", type=int, default=3, help="drains of each batch size")
     parser.add_argument("--forward", type=int, default=100_000)
+    parser.add_argument("--executor", choices=("auto", "local", "spark"), default="auto",
+                        help="SBQUEUE_EXECUTOR for the whole run (issue 43)")
     args = parser.parse_args()
+    os.environ["SBQUEUE_EXECUTOR"] = args.executor
 
     def drain(spark: Any, root: str) -> dict[str, Any]:
         from engine_scale import bulk

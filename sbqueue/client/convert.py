@@ -36,6 +36,7 @@ from sbqueue.client.message import (
 )
 from sbqueue.core.clock import as_utc
 from sbqueue.core.sizes import STRING_PROPERTIES
+from sbqueue.engine.columns import values_frame
 from sbqueue.store.variant import encode_object, restore, type_note
 
 __all__ = ["to_dataframe", "to_outgoing", "to_received", "typed_properties", "utc"]
@@ -90,8 +91,10 @@ def to_dataframe(spark: SparkSession, messages: Sequence[ServiceBusMessage]) -> 
     rows = [_fields(m) for m in to_outgoing(messages)]
     used = [f for f in _SCHEMA.fields
             if f.name == "body" or any(row[f.name] is not None for row in rows)]
-    return spark.createDataFrame([tuple(row[f.name] for f in used) for row in rows],
-                                 StructType(used))
+    values = [tuple(row[f.name] for f in used) for row in rows]
+    if any(f.name == "application_properties" for f in used):  # VARIANT: no SQL literal
+        return spark.createDataFrame(values, StructType(used))
+    return values_frame(spark, values, StructType(used))  # no Python worker in the send's job
 
 
 _STATES = {"Active": ServiceBusMessageState.ACTIVE, "Deferred": ServiceBusMessageState.DEFERRED,

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from sbqueue.core.sequence import partition_of
 from sbqueue.core.transitions import Lane
+from sbqueue.engine.columns import values_frame
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
     LEDGER_KEYS,
@@ -157,8 +158,9 @@ class Ledger(Table):
         if tag is not None and self.commits_here():
             self.append_here([{c: r.get(c) for c in LEDGER_COLUMNS} for r in rows], tag)
             return
-        self.append(self.spark.createDataFrame(
-            [tuple(r[c] for c in LEDGER_COLUMNS) for r in rows], LEDGER_SCHEMA), tag=tag)
+        # an inline table: a Python-row DataFrame runs Python workers in the write's job
+        self.append(values_frame(self.spark, [tuple(r[c] for c in LEDGER_COLUMNS) for r in rows],
+                                 LEDGER_SCHEMA), tag=tag)
 
     def append_records(self, lane: str, locks: list[tuple[int, str]], written_at: datetime,
                        tag: str) -> None:

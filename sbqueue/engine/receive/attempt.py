@@ -39,6 +39,7 @@ __all__ = [
     "UNSTORED",
     "Attempt",
     "Cursor",
+    "LapsedRanges",
     "ReceiveResult",
     "after_cursors",
     "as_aware",
@@ -55,6 +56,11 @@ __all__ = [
     "with_bodies",
     "with_unstored",
 ]
+
+class LapsedRanges(Exception):
+    """A receive's read of the ledger found range locks whose lock ran out: they must
+    become message rows (``receive.ranges.materialize_lapsed``) before it decides."""
+
 
 WINDOW_VERSIONS = 256  # inbox commits one receive reads at most (bounded steps)
 LOOKAHEAD = 256  # inbox rows examined per partition beyond the share

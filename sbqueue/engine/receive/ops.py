@@ -22,9 +22,10 @@ from sbqueue.core.subqueues import SubQueue
 from sbqueue.core.transitions import SESSIONLESS_REASON, Lane
 from sbqueue.engine.group import Group, group_for
 from sbqueue.engine.handle import EntityHandle
-from sbqueue.engine.receive.attempt import ReceiveResult, collected, with_bodies
+from sbqueue.engine.receive.attempt import LapsedRanges, ReceiveResult, collected, with_bodies
+from sbqueue.engine.receive.on_spark import receive_once
 from sbqueue.engine.receive.ranges import materialize_lapsed, receive_ranges
-from sbqueue.engine.receive.small import receive
+from sbqueue.engine.receive.small import receive, small_receive
 from sbqueue.engine.settle.ops import settle
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store.guarded import RETRYABLE, note_conflict, retry_conflicts
@@ -42,10 +43,17 @@ def ask(entity: EntityHandle, partitions: list[int], share: int, total: int, pee
     """One receive attempt on ``partitions`` (their lapsed range locks first turned into
     message rows, decision 018), decided and committed once; the board learns its time."""
     started = time.monotonic()
-    if entity.lane == Lane.MAIN:
-        materialize_lapsed(entity, partitions, utcnow())
     attempt = entity.make_attempt(partitions, share, total, peek_lock)
-    result = receive(entity.ledger, entity.inbox, attempt, entity.lane)
+    lapsed = False
+    try:  # a small receive's one ledger read also tells whether range locks lapsed
+        result = small_receive(entity.ledger, entity.inbox, attempt, entity.lane, True)
+    except LapsedRanges:
+        result, lapsed = None, True
+    if result is None:  # not small: lapsed ranges are looked for, then Spark decides
+        if entity.lane == Lane.MAIN:
+            materialize_lapsed(entity, partitions, utcnow())
+        run = receive if lapsed else receive_once
+        result = run(entity.ledger, entity.inbox, attempt, entity.lane)
     if result.committed:
         entity.board.saw_attempt(time.monotonic() - started)
     return result

@@ -29,9 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
 
 from sbqueue.core.clock import utcnow
 from sbqueue.core.expr import col, lit
@@ -45,17 +43,16 @@ from sbqueue.core.transitions import (
     deliverable,
     receive_outcome,
 )
-from sbqueue.engine.columns import to_column, to_sql, values_frame
+from sbqueue.engine.columns import to_column, to_sql
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive.attempt import (
     MAX_INDEX,
-    OUTPUT_COLUMNS,
     SLICE_COLUMNS,
-    STATE_OUT,
     WINDOW_VERSIONS,
     Attempt,
     Cursor,
+    LapsedRanges,
     ReceiveResult,
     as_aware,
     cursor_expect,
@@ -67,16 +64,15 @@ from sbqueue.engine.receive.attempt import (
     span_of,
 )
 from sbqueue.engine.receive.dedupe_here import without_duplicates_here
+from sbqueue.engine.receive.handed import MESSAGE_COLUMNS, handed_frame, messages_here
 from sbqueue.engine.receive.head import read_head
 from sbqueue.engine.receive.on_spark import receive_once
 from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
     LEDGER_KEYS,
-    LEDGER_TYPES,
-    LOCATOR,
-    MESSAGE_FIELDS,
     RECORD,
+    WINDOW,
     ledger_match,
     ledger_row,
 )
@@ -85,19 +81,15 @@ from sbqueue.store.guarded import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_gua
 from sbqueue.store.thresholds import HEAD_ROWS, MARKS_READ, SESSION_HEAD, SMALL_PASS, SMALL_RECEIVE
 
 __all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row",
-           "handed_frame", "messages_here", "receive", "small_receive"]
+           "receive", "small_receive"]
 
 # ``completed_by_record`` on the stored row, with the record's time and token from the fold
 # row (``_folds``): the same rule receives and reads apply to rows they read.
 FOLDED = to_sql(completed_by_record(), {
     "locked_until_utc": "t.locked_until_utc", RECORD_AT: "s.enqueued_time_utc"}) + \
     " AND t.lock_token <=> s.lock_token"
-_MESSAGE_COLUMNS = [f.name for f in MESSAGE_FIELDS]
 _NARROW_COLUMNS = ["message_id", "session_id", "enqueued_time_utc",
                    "scheduled_enqueue_time_utc", "expires_at_utc", "size_in_bytes"]
-_HANDED_SCHEMA = StructType([
-    *[StructField(c, LEDGER_TYPES[c]) for c in (*LOCATOR, "sequence_number")],
-    *[StructField(c, LEDGER_TYPES[c]) for c in STATE_OUT]])
 
 
 class NotCancellable(Exception):
@@ -127,10 +119,11 @@ def receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str = Lane.MAIN
     return result if result is not None else receive_once(ledger, inbox, a, lane)
 
 
-def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
-                  ) -> ReceiveResult | None:
+def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str,
+                  lapsed_first: bool = False) -> ReceiveResult | None:
     """Run one attempt decided on the driver, or None when it is not for the driver;
-    raises StaleRead or a Delta conflict if it lost a race (as ``receive_once``)."""
+    raises StaleRead or a Delta conflict if it lost a race (as ``receive_once``), and with
+    ``lapsed_first`` LapsedRanges where its ledger read finds range locks run out."""
     if not decided_here(a, lane):
         return None
     pinned = ledger.pin() if ledger.commits_here() else None  # decide and commit at one version
@@ -139,6 +132,8 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
                  bodies=not a.advance_idle)
     if read is None:
         return None
+    if lapsed_first and read.lapsed:
+        raise LapsedRanges()
     cursors, candidates, found = read.cursors, read.candidates, read.found
     complete_head, end = read.complete_head, read.end
     pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
@@ -161,13 +156,15 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str
 class _Read:
     """What a receive decided on the driver reads: the cursors, the candidates (ledger rows
     not locked, then inbox rows after the cursors, numbered), the completion records, and
-    whether the inbox head was read whole up to version ``end``."""
+    whether the inbox head was read whole up to version ``end``; ``lapsed``: range locks
+    of the main lane whose lock ran out were read too."""
 
     cursors: list[Cursor]
     candidates: list[dict[str, Any]]
     found: list[Record]
     complete_head: bool
     end: int
+    lapsed: bool
 
 
 def _read(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, pinned: Pinned | None,
@@ -201,7 +198,8 @@ def _read(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, pinned: Pinned | 
         if kept is None:
             return None
         candidates += _inbox_candidates(kept, cursors, committed, a)  # duplicates unnumbered
-    return _Read(cursors, candidates, found, complete_head, end)
+    lapsed = any(r["row_type"] == WINDOW for r in slice_rows)
+    return _Read(cursors, candidates, found, complete_head, end, lapsed)
 
 
 def available_here(ledger: Ledger, inbox: Inbox, a: Attempt) -> list[dict[str, Any]] | None:
@@ -255,8 +253,10 @@ def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int,
     rows not locked, by sequence number. None when there are more of either than it reads.
     Locked rows are not read: they cannot change, except by a record, which folds them
     without a read (``_folds``). Read on the driver where the ledger is local (no Spark
-    job), else one top-k job."""
-    rule = slice_rule(a, lane) & (
+    job), else one top-k job. Range locks run out are read too: one read, not two."""
+    lapsed = ((col("row_type") == WINDOW) & (col("lane") == Lane.MAIN)
+              & (col("locked_until_utc") <= lit(a.ctx.now)) & lit(lane == Lane.MAIN))
+    rule = (slice_rule(a, lane) | lapsed) & (
         (col("row_type") != "m") | col("locked_until_utc").is_null()
         | (col("locked_until_utc") <= lit(a.ctx.now)))
     cap = MARKS_READ + limit + 1
@@ -293,7 +293,7 @@ def _inbox_head(inbox: Inbox, cursors: list[Cursor], start: int, end: int, a: At
                 limit: int, bodies: bool = True) -> list[dict[str, Any]]:
     """The first ``limit`` inbox rows after the cursors, in commit order, whole (without
     ``bodies``: the columns a decision reads): ``receive.head.read_head``."""
-    columns = _MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
+    columns = MESSAGE_COLUMNS if bodies else _NARROW_COLUMNS
     here = read_head(inbox, cursors, (start, end), a, limit, columns)
     if bodies and a.sessions:  # bodies of the sessions' rows only: the rest are passed
         for row in here:
@@ -403,7 +403,7 @@ def _commit(ledger: Ledger, inbox: Inbox, a: Attempt, changes: list[dict[str, An
                          for c in handed if c["segment"] is not None}),
         count=len(handed), left=left, committed=committed,
         locked_until=told if a.ctx.peek_lock else None,
-        messages=[_message(c) for c in handed] if _with_messages(inbox, handed) else None,
+        messages=messages_here(inbox, handed, copy=False),
         index_span=span_of([c["batch_index"] for c in handed]))
 
 
@@ -449,49 +449,3 @@ def _folded(stored: Mapping[str, Any], fold: Mapping[str, Any]) -> bool:
         "locked_until_utc": stored["locked_until_utc"],
         RECORD_AT: fold["enqueued_time_utc"]}) is True and stored["lock_token"] == fold[
         "lock_token"]
-
-
-def _with_messages(inbox: Inbox, handed: list[dict[str, Any]]) -> bool:
-    """Give the handed-out ledger rows (returned, deferred, due scheduled messages) their
-    inbox rows, read on the driver by locator; False where that cannot be done (the
-    caller then joins the bodies with Spark, ``engine.receive.attempt.with_bodies``)."""
-    if any(c["segment"] is None for c in handed if "_message" not in c):
-        return False
-    missing = {_locator(c): c for c in handed if "_message" not in c}
-    if not missing:
-        return True
-    found = inbox.scan_here(
-        {"partition_id": sorted({k[0] for k in missing}),
-         "segment": sorted({k[1] for k in missing})},
-        [*LOCATOR, *_MESSAGE_COLUMNS], lambda r: _locator(r) in missing)
-    if found is None or len(found) != len(missing):
-        return False
-    for row in found:
-        missing[_locator(row)]["_message"] = row
-    return True
-
-
-def messages_here(inbox: Inbox, handed: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Ledger rows handed out by an operation decided on the driver, as messages with their
-    bodies (read on the driver by locator); None where they cannot be read here."""
-    rows = [dict(r) for r in handed]
-    return [_message(c) for c in rows] if _with_messages(inbox, rows) else None
-
-
-def _locator(row: dict[str, Any]) -> tuple[int, int, str, int]:
-    return (int(row["partition_id"]), int(row["segment"]), str(row["send_id"]),
-            int(row["batch_index"]))
-
-
-def handed_frame(spark: SparkSession, handed: list[dict[str, Any]]) -> DataFrame:
-    """Handed-out rows decided on the driver as the DataFrame ``with_bodies`` joins."""
-    names = _HANDED_SCHEMA.fieldNames()
-    return values_frame(spark, [tuple(c[n] for n in names) for c in handed], _HANDED_SCHEMA)
-
-
-def _message(change: dict[str, Any]) -> dict[str, Any]:
-    """A handed-out row as ``with_bodies`` would give it: the message as read, its state as
-    decided (``locked_until_utc`` is set from what the caller is told)."""
-    message = change["_message"]
-    return {c: change[c] if c in ("sequence_number", "partition_id", *STATE_OUT)
-            else message.get(c) for c in OUTPUT_COLUMNS}

@@ -33,7 +33,7 @@ from sbqueue.core.transitions import (
 from sbqueue.engine.columns import project, to_column, to_sql
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive.attempt import as_aware, merge_scope
-from sbqueue.engine.receive.small import handed_frame
+from sbqueue.engine.receive.handed import handed_frame
 from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET
 from sbqueue.engine.schema import LEDGER_TYPES, LOCATOR
 from sbqueue.engine.settle.by_number_here import Decided, apply_here

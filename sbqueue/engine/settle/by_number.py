@@ -33,9 +33,10 @@ from sbqueue.core.transitions import (
 )
 from sbqueue.engine.handle import EntityHandle
 from sbqueue.engine.receive.attempt import ReceiveResult, collected, with_bodies
+from sbqueue.engine.receive.handed import messages_here
 from sbqueue.engine.receive.ops import highest_per_partition, pass_to
 from sbqueue.engine.receive.ranges import materialize_lapsed
-from sbqueue.engine.receive.small import NotCancellable, cancel, messages_here
+from sbqueue.engine.receive.small import NotCancellable, cancel
 from sbqueue.engine.settle.apply import Applied, apply_by_sequence
 from sbqueue.exceptions import MessageNotFoundError
 from sbqueue.store.guarded import retry_conflicts
