@@ -148,8 +148,39 @@ def spark() -> Iterator[object]:
 
 
 @pytest.fixture
-def namespace_root(tmp_path: Path) -> str:
+def namespace_root(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace root: a local folder, or on the S3 server where the run or the
+    test's pass asks for S3 (``SBQUEUE_TEST_STORE=s3``, the ``[s3]`` pass)."""
+    if _store_of(request) == "s3":
+        return str(request.getfixturevalue("s3_root"))
     return str(tmp_path / f"ns-{uuid.uuid4().hex[:8]}")
+
+
+def _store_of(request: pytest.FixtureRequest) -> str:
+    callspec = getattr(request.node, "callspec", None)
+    asked = callspec.params.get("store_pass") if callspec is not None else None
+    return str(asked or os.environ.get("SBQUEUE_TEST_STORE", "local"))
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server process on 127.0.0.1 for this test process (issue 44), with its
+    bucket; its endpoint URL."""
+    from s3_server import make_bucket, moto_server
+
+    with moto_server() as endpoint:
+        make_bucket(endpoint)
+        yield endpoint
+
+
+@pytest.fixture
+def s3_root(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh namespace root on the S3 server, with the AWS environment pointing at it."""
+    from s3_server import aws_env, fresh_root
+
+    for key, value in aws_env(s3_endpoint).items():
+        monkeypatch.setenv(key, value)
+    return fresh_root()
 
 
 @pytest.fixture

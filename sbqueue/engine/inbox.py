@@ -20,8 +20,7 @@ from pyspark.sql import functions as F
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import driver, log_reads, row_ids
 from sbqueue.store.delta import Table
-from sbqueue.store.location import local_path
-from sbqueue.store.logfiles import first_commit_since
+from sbqueue.store.logfiles import first_commit_since, log_files
 from sbqueue.store.tracked import Refused, Unsupported, append_tracked, arrow_schema
 
 __all__ = ["COMMIT_VERSION", "ROW_ID", "FileRange", "Inbox"]
@@ -56,7 +55,7 @@ class Inbox(Table):
             return None
         try:
             table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
-            return append_tracked(str(local_path(self.path)), table,
+            return append_tracked(self.path, table,
                                   ["partition_id", "segment"], tag, _STATS)
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
             # raised before the commit was published (``append_tracked`` never raises
@@ -75,7 +74,7 @@ class Inbox(Table):
             return None
         try:
             table = pa.Table.from_pylist(rows, arrow_schema(INBOX_SCHEMA))
-            return append_tracked(str(local_path(self.path)), table,
+            return append_tracked(self.path, table,
                                   ["partition_id", "segment"], send_id, _STATS,
                                   once=txn or (send_id, 0)) is not None
         except (Unsupported, OSError, ValueError, pa.ArrowException, DeltaError) as exc:
@@ -111,7 +110,7 @@ class Inbox(Table):
         after ``since`` (``logfiles.first_commit_since``); None where not told here."""
         if not driver.enabled(self.path):
             return None
-        return first_commit_since(local_path(self.path) / "_delta_log", since, before, depth)
+        return first_commit_since(log_files(self.path), since, before, depth)
 
     def send_rows_here(self, send_id: str, columns: list[str]) -> list[dict[str, Any]] | None:
         """The rows send ``send_id`` appended (its commit carries the id), each with its row

@@ -36,7 +36,8 @@ from sbqueue.spark.session import is_connect
 from sbqueue.store.delta import creates_here
 from sbqueue.store.documents import open_document_store
 from sbqueue.store.executor import Executor, opened
-from sbqueue.store.location import is_local, local_path
+from sbqueue.store.failures import storage_cause
+from sbqueue.store.location import driver_uri, is_local, is_s3, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,6 +52,8 @@ _TABLES = {"queue": ("inbox", "ledger"), "topic": ("inbox",), "subscription": ("
 def normalize_root(root: str) -> str:
     """An absolute local path, or the URI as given for object stores; a local path that is
     a file (or under one) is refused."""
+    if is_s3(root):
+        return driver_uri(root)  # s3a:// and s3:// name one table
     if not is_local(root):
         return root.rstrip("/")
     path = local_path(root)
@@ -64,10 +67,17 @@ def normalize_root(root: str) -> str:
 
 
 def _open_catalog(root: str, spark: SparkSession) -> Catalog:
-    """The catalog at ``root``; a storage scheme Spark cannot reach is one clear error."""
+    """The catalog at ``root``; a storage scheme Spark cannot reach, or an S3 bucket the
+    AWS environment does not reach, is one clear error."""
     try:
-        return Catalog(open_document_store(root, spark), root)
+        store = open_document_store(root, spark)
+        if is_s3(root):
+            store.read("_sbqueue/namespace.json")  # one request: bucket, endpoint, keys
+        return Catalog(store, root)
     except Exception as exc:
+        cause = storage_cause(exc) if is_s3(root) else None
+        if cause is not None:
+            raise ServiceBusConnectionError(f"namespace {root!r}: {cause} (S1.1)") from None
         text = str(exc)
         missing = ("No FileSystem for scheme" in text or "UnsupportedFileSystem" in text
                    or ("ClassNotFoundException" in text and "FileSystem" in text))
@@ -212,14 +222,16 @@ class Namespace:
         return self._publish(kind, created)
 
     def _publish(self, kind: str, props: D) -> D:
-        """Mark a creating entity ready and give it its view; its data goes if it was
-        deleted meanwhile (no definition can name that id again)."""
+        """Mark a creating entity ready, and give it its view where this session's views
+        are registered (else ``sql_name`` registers them all when first asked: a create
+        starts no Spark statement, and works where Spark cannot reach the store); its data
+        goes if it was deleted meanwhile (no definition can name that id again)."""
         try:
             self.catalog.publish(kind, props)
         except MessagingEntityNotFoundError:
             self._remove_data(props.entity_id)
             raise
-        if "ledger" in _TABLES[kind]:
+        if "ledger" in _TABLES[kind] and self._views_ready:
             self._register_view(kind, props)
         return props
 

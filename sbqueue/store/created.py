@@ -1,4 +1,4 @@
-"""An empty local Delta table created on the driver: its first commit, as Spark writes it.
+"""An empty Delta table created on the driver: its first commit, as Spark writes it.
 
 Why (decision 026): ``CREATE TABLE`` through Spark costs a second or more per table (the
 statement's analysis, a snapshot of the new table, its checksum), and a queue has two
@@ -6,8 +6,8 @@ tables: ``create_queue`` took 1.1 s on an idle JVM with them, 0.22 s without. Th
 commit of an empty table holds no data: a ``commitInfo``, the ``metaData`` (schema,
 partition columns, properties) and the ``protocol``; with it, the checksum file of that
 state, from which Spark reads protocol and metadata without reconstructing a snapshot.
-This module writes exactly those into a local folder, each put only where none is
-(``store.logfiles``), so concurrent creators agree on one table: the first one's.
+This module writes exactly those into a local folder or an S3 prefix, each put only where
+none is (``store.logfiles``), so concurrent creators agree on one table: the first one's.
 
 The protocol is the caller's, stated beside the table's properties (``engine.schema``),
 because Delta derives it from them by rules this module does not repeat; an integration
@@ -22,12 +22,12 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.types import StructType
 
-from sbqueue.store.logfiles import publish, put_if_absent
+from sbqueue.store.logfiles import commit_name, log_files, publish
+from sbqueue.store.objects import Files
 
 __all__ = ["ENGINE", "create_here"]
 
@@ -44,11 +44,10 @@ log = logging.getLogger("sbqueue.store")
 
 def create_here(path: str, schema: StructType, partition_by: Sequence[str],
                 properties: Mapping[str, str], protocol: Mapping[str, Any]) -> bool:
-    """Create the empty table at local ``path`` unless a table is there; True if this call
+    """Create the empty table at ``path`` unless a table is there; True if this call
     created it, False if another had (its table stands, whatever it was made with)."""
-    log_dir = Path(path) / "_delta_log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if any(log_dir.glob("*.json")):
+    log_dir = log_files(path)
+    if any(n.endswith(".json") for n in log_dir.names()):
         _finish(log_dir)
         return False
     actions = _first_actions(schema, partition_by, properties, protocol)
@@ -86,7 +85,7 @@ def _lines(actions: list[dict[str, Any]]) -> str:
     return "\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n"
 
 
-def _write_checksum(log_dir: Path, actions: list[dict[str, Any]]) -> None:
+def _write_checksum(log_dir: Files, actions: list[dict[str, Any]]) -> None:
     """Version 0's checksum: a table without files, its metadata and protocol. Optional
     in Delta, so a failure to write it is logged, not raised (the table stands)."""
     found = {k: v for action in actions for k, v in action.items()}
@@ -97,19 +96,19 @@ def _write_checksum(log_dir: Path, actions: list[dict[str, Any]]) -> None:
     if _TXN_RETENTION in found["metaData"]["configuration"]:
         del state["setTransactions"]  # they expire by time, so Spark leaves them out too
     try:
-        put_if_absent(log_dir / f"{0:020d}.crc", json.dumps(state, separators=(",", ":")))
+        log_dir.put_if_absent(f"{0:020d}.crc", json.dumps(state, separators=(",", ":")).encode())
     except OSError as exc:
-        log.debug("no checksum for %s: %r", log_dir, exc)
+        log.debug("no checksum for %s: %r", log_dir.where, exc)
 
 
-def _finish(log_dir: Path) -> None:
+def _finish(log_dir: Files) -> None:
     """Write the checksum a creator made here did not live to write (decision 020: the
     next create finishes what a crash left); a table made elsewhere is left as it is."""
-    first = log_dir / f"{0:020d}.json"
-    if (log_dir / f"{0:020d}.crc").exists() or not first.exists():
+    if log_dir.exists(f"{0:020d}.crc") or not log_dir.exists(commit_name(0)):
         return
     try:
-        actions = [json.loads(line) for line in first.read_text("utf-8").splitlines() if line]
+        text = log_dir.read(commit_name(0)).decode("utf-8")
+        actions = [json.loads(line) for line in text.splitlines() if line]
     except (OSError, ValueError):
         return
     info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})

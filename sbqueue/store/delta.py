@@ -20,7 +20,6 @@ Knows nothing of Service Bus names.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,6 +36,7 @@ from sbqueue.store import deadline, driver, log_reads
 from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
 from sbqueue.store.location import is_local, local_path
+from sbqueue.store.logfiles import log_files
 from sbqueue.store.sql import sql_name
 
 __all__ = [
@@ -105,9 +105,8 @@ def _made_by_another(spark: SparkSession, path: str, wait_s: float = 10.0) -> bo
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     """Whether a Delta table is at ``path``: its log folder where local, else its detail."""
-    if is_local(path):
-        return (local_path(path) / "_delta_log").is_dir() and any(
-            n.endswith(".json") for n in os.listdir(local_path(path) / "_delta_log"))
+    if driver.enabled(path) or is_local(path):
+        return any(n.endswith(".json") for n in log_files(path).names())
     try:
         row = spark.sql(f"DESCRIBE DETAIL {sql_name(path)}").select("format").first()
     except Exception:
@@ -135,8 +134,8 @@ def latest_version(spark: SparkSession, path: str) -> int:
     them by version), no Spark job. Elsewhere: ``DESCRIBE HISTORY ... LIMIT 1``, which reads
     only the log and works over Spark Connect too.
     """
-    if is_local(path):
-        names = os.listdir(local_path(path) / "_delta_log")
+    if driver.enabled(path) or is_local(path):
+        names = log_files(path).names()
         versions = [int(n[:20]) for n in names
                     if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
         return max(versions)
@@ -166,8 +165,8 @@ def earliest_version(spark: SparkSession, path: str) -> int:
     """The oldest version whose commit is still in the log (older ones were cleaned up
     after ``delta.logRetentionDuration``): the change data feed can start there at the
     earliest. Local tables: the lowest commit file name, no Spark job."""
-    if is_local(path):
-        names = os.listdir(local_path(path) / "_delta_log")
+    if driver.enabled(path) or is_local(path):
+        names = log_files(path).names()
         return min(int(n[:20]) for n in names
                    if len(n) == 25 and n.endswith(".json") and n[:20].isdigit())
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.min("version")).first()
@@ -241,7 +240,7 @@ class Table:
         asked it already, for all of an entity's tables), else with Spark's
         ``CREATE TABLE`` (which derives the same ``protocol`` from the properties)."""
         if creates_here(self.spark, self.path) if here is None else here:
-            create_here(str(local_path(self.path)), schema, partition_by, properties, protocol)
+            create_here(self.path, schema, partition_by, properties, protocol)
         else:
             create_table(self.spark, self.path, schema, partition_by, properties)
 

@@ -29,7 +29,8 @@ from typing import Any, Protocol
 from sbqueue.exceptions import ServiceBusAuthorizationError, StorageConflictError
 from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline
-from sbqueue.store.location import is_local, local_path
+from sbqueue.store.location import is_local, is_s3, local_path
+from sbqueue.store.objects import files_at, no_bucket
 
 __all__ = [
     "DeltaDocumentStore",
@@ -37,6 +38,7 @@ __all__ = [
     "DocumentExists",
     "DocumentStore",
     "LocalDocumentStore",
+    "ObjectDocumentStore",
     "delta_documents",
     "open_document_store",
     "version_of",
@@ -284,6 +286,103 @@ class DeltaDocumentStore:
         yield
 
 
+class ObjectDocumentStore:
+    """Documents as objects under an S3 prefix (obstore), no Spark: create is a conditional
+    write that succeeds only where no object is (``If-None-Match: *``); ``replace`` and
+    ``delete`` given ``expected`` write only over the object read (``If-Match`` its entity
+    tag, after its hash matched). A deleted document is an empty object (a conditional
+    write can empty it; no conditional delete is in reach), which reads as absent and which
+    a create replaces (decision 040)."""
+
+    def __init__(self, files: Any) -> None:
+        self.files = files  # store.objects.ObjectFiles of the namespace root
+
+    def _get(self, name: str) -> tuple[bytes, str] | None:
+        import obstore
+
+        try:
+            got = obstore.get(self.files.store, self.files.key(name))
+        except FileNotFoundError as exc:
+            if no_bucket(exc):
+                raise
+            return None
+        return bytes(got.bytes()), str(got.meta["e_tag"])
+
+    def _put(self, name: str, body: bytes, mode: Any) -> bool:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        deadline.check()
+        try:
+            obstore.put(self.files.store, self.files.key(name), body, mode=mode)
+            return True
+        except (AlreadyExistsError, PreconditionError):
+            return False
+
+    def read(self, name: str) -> dict[str, Any] | None:
+        found = self.read_versioned(name)
+        return None if found is None else found[0]
+
+    def read_versioned(self, name: str) -> tuple[dict[str, Any], str] | None:
+        got = self._get(name)
+        if got is None or not got[0]:
+            return None
+        data: dict[str, Any] = json.loads(got[0])
+        return data, version_of(got[0])
+
+    def create(self, name: str, doc: dict[str, Any]) -> None:
+        body = _body(doc)
+        if self._put(name, body, "create"):
+            return
+        got = self._get(name)  # a deleted one's empty object is taken over, if still empty
+        if got is None or got[0] or not self._put(name, body, {"e_tag": got[1]}):
+            raise DocumentExists(name)
+
+    def _over(self, name: str, body: bytes, expected: str | None) -> bool:
+        """Write ``body`` over the document if it is there (and still ``expected``);
+        False where there is none; DocumentConflict where it changed."""
+        got = self._get(name)
+        if got is None or not got[0]:
+            if expected is not None:
+                raise DocumentConflict(name)
+            return False
+        if expected is not None and version_of(got[0]) != expected:
+            raise DocumentConflict(name)
+        if not self._put(name, body, {"e_tag": got[1]}):
+            raise DocumentConflict(name)
+        return True
+
+    def replace(self, name: str, doc: dict[str, Any], expected: str | None = None) -> None:
+        if not self._over(name, _body(doc), expected) and not self._put(name, _body(doc),
+                                                                       "create"):
+            raise DocumentConflict(name)
+
+    def delete(self, name: str, expected: str | None = None) -> bool:
+        return self._over(name, b"", expected)
+
+    def list(self, prefix: str = "") -> list[str]:
+        import obstore
+
+        folder = prefix if not prefix or prefix.endswith("/") else f"{prefix}/"
+        found = obstore.list_with_delimiter(self.files.store, self.files.key(folder))
+        start = len(self.files.key(""))
+        return sorted(o["path"][start:] for o in found["objects"]
+                      if o["size"] and not o["path"].rsplit("/", 1)[-1].startswith("."))
+
+    def read_all(self, prefix: str) -> builtins.list[dict[str, Any]]:
+        docs = (self.read(n) for n in self.list(prefix))
+        return [d for d in docs if d is not None]
+
+    @contextlib.contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Object stores have no cross-process lock; conditional writes guard every change."""
+        yield
+
+
+def _body(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, indent=1, sort_keys=True, default=str).encode()
+
+
 _SAME = "sha2(t.body, 256) = s.expected"  # the stored body is still the one read
 
 
@@ -315,10 +414,12 @@ def delta_documents(root: str) -> bool:
     chosen = os.environ.get(_DOCUMENTS, "").strip().lower()
     if chosen not in ("", "local", "delta"):
         raise ValueError(f"{_DOCUMENTS}={chosen!r}: expected 'delta' or 'local' (or unset)")
-    return not is_local(root) or chosen == "delta"
+    return not (is_local(root) or is_s3(root)) or (is_local(root) and chosen == "delta")
 
 
 def open_document_store(root: str, spark: Any | None = None) -> DocumentStore:
+    if is_s3(root):
+        return ObjectDocumentStore(files_at(root))
     if not delta_documents(root):
         return LocalDocumentStore(local_path(root))
     if spark is None:

@@ -37,8 +37,9 @@ from pyspark.sql.types import VariantVal
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
 from sbqueue.store.executor import delta_rs_installed, spark_only
-from sbqueue.store.location import is_local, local_path
-from sbqueue.store.logfiles import commit_file
+from sbqueue.store.location import driver_uri, is_local, is_s3
+from sbqueue.store.logfiles import has_commit, log_files
+from sbqueue.store.objects import storage_options
 from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "Refused", "append", "appended",
@@ -80,7 +81,7 @@ def enabled(path: str) -> bool:
     """Whether ``path`` can be read on the driver: a local folder, delta-rs installed, and
     the local executor not refused (``store.executor``: asked for Spark, or a namespace
     opened through Spark Connect)."""
-    return is_local(path) and not spark_only(path) and delta_rs_installed()
+    return (is_local(path) or is_s3(path)) and not spark_only(path) and delta_rs_installed()
 
 
 class Pinned:
@@ -188,7 +189,7 @@ def _refuse(path: str, exc: Exception) -> None:
     text = str(exc).split("\n")[0]
     if "Unsupported table features" not in text:
         return
-    _refused.add(str(local_path(path)))
+    _refused.add(driver_uri(path))
     log.warning("%s: delta-rs refuses to write it (%s); committing with Spark", path, text)
     raise Refused(f"{path}: delta-rs refuses to write it ({text}); nothing committed")
 
@@ -215,7 +216,14 @@ def _take(path: str) -> Any:
             return table
         except Exception:  # a log cleaned up under it, a table replaced: load it again
             log.debug("reloading %s", path)
-    return DeltaTable(str(local_path(path)))
+    return DeltaTable(driver_uri(path), storage_options=storage_options(path))
+
+
+def open_table(path: str, version: int | None = None) -> Any:
+    """A new delta-rs table of ``path`` at ``version`` (None: the latest)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(driver_uri(path), version=version, storage_options=storage_options(path))
 
 
 def _native_files(path: str) -> Any:
@@ -226,7 +234,9 @@ def _native_files(path: str) -> Any:
     process aborts ("terminate called without an active exception", decision 033)."""
     from pyarrow import fs
 
-    return fs.SubTreeFileSystem(str(local_path(path)), fs.LocalFileSystem())
+    if not is_local(path):
+        return None  # delta-rs's own store (S3)
+    return fs.SubTreeFileSystem(driver_uri(path), fs.LocalFileSystem())
 
 
 def _give_back(path: str, table: Any) -> None:
@@ -250,7 +260,7 @@ def commits_enabled(path: str) -> bool:
     (on wherever driver reads are, unless delta-rs refused the table, ``Refused``;
     ``SBQUEUE_DRIVER_COMMITS=0`` turns it off)."""
     return (os.environ.get(_COMMITS, "1") != "0" and enabled(path)
-            and str(local_path(path)) not in _refused)
+            and driver_uri(path) not in _refused)
 
 
 def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,
@@ -297,7 +307,7 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
 
 def _feed_holds(path: str, after_version: int) -> bool:
     """Whether the log still holds the commit after ``after_version`` (its change feed)."""
-    return commit_file(local_path(path) / "_delta_log", after_version + 1).exists()
+    return has_commit(log_files(path), after_version + 1)
 
 
 def _changes(path: str, after_version: int, up_to_version: int, wanted: list[str],

@@ -1,12 +1,14 @@
 """Which executor runs a namespace's operations, decided here and nowhere else (issue 43).
 
 - ``local``: reads with delta-rs and commits the driver makes itself (``store.driver``,
-  ``store.tracked``): no Spark job. It needs the namespace's folder on this machine.
+  ``store.tracked``): no Spark job. It needs the namespace's folder on this machine, or an
+  S3 prefix the driver reaches (``store.objects``, decision 040).
 - ``spark``: DataFrame reads and Spark's MERGE, DML and appends.
 
 ``auto`` (the default) is ``local`` for a local folder where delta-rs imports, unless the
 session is a Spark Connect client (the folder a Connect server names is the server's, not
-this process's), else ``spark``. ``SBQUEUE_EXECUTOR=local|spark|auto`` forces it;
+this process's), and for an S3 prefix where delta-rs and obstore import (an S3 URL names
+one place for every process), else ``spark``. ``SBQUEUE_EXECUTOR=local|spark|auto`` forces it;
 ``SBQUEUE_DRIVER_READS=0`` is an older spelling of ``spark``. ``SBQUEUE_DRIVER_COMMITS=0``
 stays a diagnostic switch: local reads, Spark's commits.
 """
@@ -19,7 +21,7 @@ import os
 from typing import Literal
 
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.location import is_local, local_path
+from sbqueue.store.location import is_local, is_s3, local_path
 
 __all__ = ["ENV", "Executor", "choose", "delta_rs_installed", "opened", "spark_only"]
 
@@ -44,13 +46,27 @@ def _asked() -> tuple[str, str]:
 
 def _local_refused(root: str, connect: bool) -> str | None:
     """Why the local executor cannot serve ``root``; None where it can."""
-    if connect:
+    if is_s3(root):
+        if not (delta_rs_installed() and obstore_installed()):
+            return "delta-rs and obstore (the deltalake and obstore packages) are not installed"
+        return None
+    if connect and is_local(root):
         return "the session is a Spark Connect client: the folder is the server's"
     if not is_local(root):
-        return f"{root} is not a local folder"
+        return f"{root} is neither a local folder nor an S3 prefix"
     if not delta_rs_installed():
         return "delta-rs (the deltalake package) is not installed"
     return None
+
+
+@functools.cache
+def obstore_installed() -> bool:
+    """Whether obstore imports here (the local executor's files on S3)."""
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 @functools.cache
@@ -75,7 +91,8 @@ def choose(root: str, connect: bool) -> tuple[Executor, str]:
         raise InvalidOperationError(f"{words}, but {refused}")
     if refused is not None:
         return "spark", refused
-    return "local", words if asked == "local" else "a local folder, delta-rs installed"
+    where = "an S3 prefix" if is_s3(root) else "a local folder"
+    return "local", words if asked == "local" else f"{where}, delta-rs installed"
 
 
 def opened(root: str, connect: bool) -> Executor:

@@ -14,10 +14,19 @@ from __future__ import annotations
 import errno
 import re
 
-__all__ = ["FULL", "MISSING", "failed_table", "storage_cause"]
+__all__ = ["BUCKET", "CREDENTIALS", "ENDPOINT", "FULL", "MISSING", "NO_S3A", "failed_table",
+           "storage_cause"]
 
 MISSING = "its Delta table is missing (no _delta_log)"
 FULL = "the storage is full"
+# S3 (issue 44): what the AWS environment must fix. The texts name variables, never values.
+BUCKET = "its S3 bucket does not exist"
+CREDENTIALS = ("no valid S3 credentials were found (set AWS_ACCESS_KEY_ID and "
+               "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)")
+NO_S3A = ("this Spark session has no S3 file system (Hadoop's S3A): the client's operations "
+          "run on the driver there, DataFrame and SQL operations on S3 need Spark's S3A "
+          "connector (README, 'Object storage')")
+ENDPOINT = "the S3 endpoint cannot be reached (check AWS_ENDPOINT_URL and the network)"
 
 # (what the text holds, the cause as a user reads it), first match wins
 _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -26,6 +35,13 @@ _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
      FULL),
     (re.compile(r"Permission denied|os error 13\b|AccessDenied", re.I),
      "permission to the storage is denied"),
+    (re.compile(r"NoSuchBucket|bucket does not exist", re.I), BUCKET),
+    (re.compile(r"No FileSystem for scheme \W?s3", re.I), NO_S3A),
+    (re.compile(r"169\.254\.169\.254|InvalidAccessKeyId|SignatureDoesNotMatch|"
+                r"ExpiredToken|InvalidToken|NoCredentialProviders|missing credentials", re.I),
+     CREDENTIALS),
+    (re.compile(r"error sending request|Connection refused|dns error|"
+                r"failed to lookup address", re.I), ENDPOINT),
     (re.compile(r"DELTA_TABLE_NOT_FOUND|DELTA_MISSING_DELTA_TABLE|is not a Delta table|"
                 r"No files in log segment|Not a Delta table", re.I),
      MISSING),

@@ -1,4 +1,5 @@
-"""Where a namespace or table lives: a local folder (a plain path or ``file:`` URI) or not.
+"""Where a namespace or table lives: a local folder (a plain path or ``file:`` URI), an S3
+prefix (``s3://`` or ``s3a://``: one table either way), or elsewhere.
 
 The lowest module of the store: the document stores, the Delta gateways, the driver's
 reads and commits and the executor's choice all ask it, and it asks nothing of them.
@@ -10,7 +11,9 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-__all__ = ["is_local", "local_path"]
+__all__ = ["driver_uri", "is_local", "is_s3", "local_path", "s3_parts"]
+
+_S3 = ("s3", "s3a")
 
 
 def is_local(root: str) -> bool:
@@ -24,3 +27,24 @@ def local_path(root: str) -> Path:
     parsed = urlparse(root)
     raw = parsed.path if parsed.scheme == "file" else root
     return Path(raw).expanduser().resolve()
+
+
+def is_s3(root: str) -> bool:
+    """Whether ``root`` names an S3 bucket's prefix (``s3://`` or Hadoop's ``s3a://``)."""
+    return urlparse(root).scheme in _S3
+
+
+def s3_parts(root: str) -> tuple[str, str]:
+    """(bucket, key prefix without slashes at its ends) of an S3 URL."""
+    parsed = urlparse(root)
+    return parsed.netloc, parsed.path.strip("/")
+
+
+def driver_uri(path: str) -> str:
+    """``path`` as delta-rs and obstore name it: a local absolute path, or ``s3://``."""
+    if is_local(path):
+        return str(local_path(path))
+    if is_s3(path):
+        bucket, key = s3_parts(path)
+        return f"s3://{bucket}/{key}".rstrip("/")
+    return path

@@ -1,8 +1,8 @@
-"""What a local Delta table's log says, read on the driver with delta-rs: no Spark job.
+"""What a Delta table's log says, read on the driver with delta-rs: no Spark job.
 
 Commit times and history, the files of the latest version by partition, whether a version
 can still be read, a column's largest value from the file statistics, and the ranges a
-commit added. Each returns None where it cannot be told here (not a local folder, a
+commit added. Each returns None where it cannot be told here (not readable here, a
 protocol feature delta-rs lacks, a file gone under a vacuum) and the caller asks Spark.
 """
 
@@ -11,19 +11,18 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sbqueue.store.driver import Commit, enabled, latest, or_none
-from sbqueue.store.location import local_path
-from sbqueue.store.logfiles import commit_actions
+from sbqueue.store.driver import Commit, enabled, latest, open_table, or_none
+from sbqueue.store.location import driver_uri
+from sbqueue.store.logfiles import commit_actions, log_files
+from sbqueue.store.objects import files_at
 
 __all__ = [
     "FileRange",
@@ -94,15 +93,15 @@ def files_present(path: str, version: int) -> bool | None:
         return None
     from urllib.parse import unquote, urlparse
 
-    from deltalake import DeltaTable
-
     try:
-        table = DeltaTable(str(local_path(path)), version=version)
+        table = open_table(path, version)
     except Exception:  # its commits were cleaned from the log
         return False
+    root, base = files_at(path), driver_uri(path).rstrip("/") + "/"
     for uri in table.file_uris():
         parsed = urlparse(uri)
-        if not os.path.exists(unquote(parsed.path) if parsed.scheme == "file" else uri):
+        name = unquote(parsed.path) if parsed.scheme in ("", "file") else uri
+        if not name.startswith(base) or not root.exists(name[len(base):]):
             return False
     return True
 
@@ -137,15 +136,15 @@ def commit_ranges(path: str, version: int, partition: str, column: str
     local, the log file gone, a file without statistics)."""
     if not enabled(path):
         return None
-    return _commit_ranges(str(local_path(path)), version, partition, column)
+    return _commit_ranges(path, version, partition, column)
 
 
 @functools.lru_cache(maxsize=32)  # a commit file never changes once written
-def _commit_ranges(folder: str, version: int, partition: str, column: str
+def _commit_ranges(path: str, version: int, partition: str, column: str
                    ) -> dict[int, list[FileRange]] | None:
     found: dict[int, list[FileRange]] = {}
     try:
-        for action in commit_actions(Path(folder) / "_delta_log", version):
+        for action in commit_actions(log_files(path), version):
             if "cdc" in action:  # its change feed is these files, not its adds
                 return None
             add = action.get("add")

@@ -1,56 +1,50 @@
-"""Files of a local Delta log: commits written on the driver, each put only where none is,
-and a commit's actions read back.
+"""Files of a Delta log: commits written on the driver, each put only where none is,
+and a commit's actions read back, on a local folder or S3 alike (``store.objects``).
 
-Delta's rule for a log on a file system (decision 002): a commit is published by creating
+Delta's rule for a log on any store (decision 002, 040): a commit is published by creating
 its file only if it does not exist, so of two writers of one version exactly one wins.
-``link(2)`` of a fully written temporary file does that, and a reader never sees half a
-file. Checksum files follow the same rule (the protocol forbids overwriting one).
+Checksum files follow the same rule (the protocol forbids overwriting one).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-__all__ = ["commit_actions", "commit_file", "first_commit_since", "publish", "put_if_absent"]
+from sbqueue.store.objects import Files, files_at
+
+__all__ = ["commit_actions", "commit_name", "first_commit_since", "has_commit", "log_files",
+           "publish"]
 
 
-def put_if_absent(target: Path, text: str) -> bool:
-    """Create ``target`` holding ``text``, whole, unless it exists; False if it did."""
-    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        os.link(temp, target)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            temp.unlink(missing_ok=True)
+def log_files(path: str) -> Files:
+    """The ``_delta_log`` folder of the table at ``path``."""
+    return files_at(path).child("_delta_log")
 
 
-def commit_file(log: Path, version: int) -> Path:
-    """The file of commit ``version`` in the log folder ``log`` (Delta's protocol name)."""
-    return log / f"{version:020d}.json"
+def commit_name(version: int) -> str:
+    """The file name of commit ``version`` (Delta's protocol name)."""
+    return f"{version:020d}.json"
 
 
-def publish(log: Path, version: int, body: str) -> bool:
+def has_commit(log: Files, version: int) -> bool:
+    """Whether commit ``version`` is in the log."""
+    return log.exists(commit_name(version))
+
+
+def publish(log: Files, version: int, body: str) -> bool:
     """Write commit ``version`` if no one has; False if another writer took it."""
-    return put_if_absent(commit_file(log, version), body)
+    return log.put_if_absent(commit_name(version), body.encode("utf-8"))
 
 
-def commit_actions(log: Path, version: int) -> list[dict[str, Any]]:
+def commit_actions(log: Files, version: int) -> list[dict[str, Any]]:
     """The actions of commit ``version``, one per line of its file (OSError: not there)."""
-    with open(commit_file(log, version), encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    text = log.read(commit_name(version)).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def first_commit_since(log: Path, since: datetime, before: int, depth: int) -> int | None:
+def first_commit_since(log: Files, since: datetime, before: int, depth: int) -> int | None:
     """The oldest version up to ``before`` after which no commit is older than ``since``
     (by its commit info's time): walking back from ``before``, the version after the first
     commit made before ``since``. None when the walk would pass ``depth`` commits or meets a

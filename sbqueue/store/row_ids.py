@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,8 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sbqueue.store import driver
-from sbqueue.store.location import local_path
-from sbqueue.store.logfiles import commit_actions, commit_file
+from sbqueue.store.logfiles import commit_actions, has_commit
+from sbqueue.store.objects import Files, files_at
 from sbqueue.store.thresholds import ROW_IDS_DEPTH
 
 __all__ = ["ROW_ID", "commit_rows", "rows_by_id"]
@@ -47,10 +46,11 @@ def commit_rows(path: str, version: int, columns: Sequence[str]) -> list[Row] | 
     file by file in the commit's order; None when they cannot be read here."""
     if not driver.enabled(path):
         return None
-    root = local_path(path)
+    root = files_at(path)
     try:
         materialized = _materialized_name(path)
-        adds = [a["add"] for a in commit_actions(root / "_delta_log", version) if "add" in a]
+        adds = [a["add"] for a in commit_actions(root.child("_delta_log"), version)
+                if "add" in a]
         out: list[Row] = []
         for add in adds:
             rows = _file_rows(root, add, columns, materialized)
@@ -70,8 +70,8 @@ def rows_by_id(path: str, partition: Mapping[str, Any], ids: Iterable[int],
     wanted = set(ids)
     if not driver.enabled(path) or not wanted:
         return None if wanted else {}
-    root = local_path(path)
-    logdir = root / "_delta_log"
+    root = files_at(path)
+    logdir = root.child("_delta_log")
     try:
         materialized = _materialized_name(path)
         newest = driver.latest(path).version()
@@ -79,7 +79,7 @@ def rows_by_id(path: str, partition: Mapping[str, Any], ids: Iterable[int],
         removed: set[str] = set()
         live: list[Mapping[str, Any]] = []
         for version in range(newest, max(-1, newest - ROW_IDS_DEPTH), -1):
-            if not commit_file(logdir, version).exists():
+            if not has_commit(logdir, version):
                 return None  # cleaned up or checkpointed past: Spark tells
             for action in reversed(commit_actions(logdir, version)):
                 if "remove" in action:
@@ -103,12 +103,13 @@ def rows_by_id(path: str, partition: Mapping[str, Any], ids: Iterable[int],
         return None
 
 
-def _any_rewritten(root: Path, adds: list[Mapping[str, Any]], materialized: str | None
+def _any_rewritten(root: Files, adds: list[Mapping[str, Any]], materialized: str | None
                    ) -> bool:
     """Whether a file holds materialized ids (a rewrite that still called itself a data
     change): then an id outside every range may be in it."""
     return materialized is not None and any(
-        materialized in pq.read_schema(root / unquote(add["path"])).names for add in adds)
+        materialized in pq.read_schema(root.source(unquote(add["path"]))).names
+        for add in adds)
 
 
 def _materialized_name(path: str) -> str | None:
@@ -130,7 +131,7 @@ def _covered(add: Mapping[str, Any], ids: set[int]) -> set[int]:
     return {i for i in ids if base <= i < base + rows}
 
 
-def _take(root: Path, add: Mapping[str, Any], hits: set[int], columns: Sequence[str],
+def _take(root: Files, add: Mapping[str, Any], hits: set[int], columns: Sequence[str],
           materialized: str | None, found: dict[int, Row]) -> bool:
     """Put the rows of ``hits`` into ``found``; False where a materialized id says the
     file's range is not the rows' ids (a rewritten file: Spark tells)."""
@@ -146,11 +147,11 @@ def _take(root: Path, add: Mapping[str, Any], hits: set[int], columns: Sequence[
     return True
 
 
-def _file_rows(root: Path, add: Mapping[str, Any], columns: Sequence[str],
+def _file_rows(root: Files, add: Mapping[str, Any], columns: Sequence[str],
                materialized: str | None) -> list[Row] | None:
     """A data file's rows: ``columns`` it holds, its partition values and ``ROW_ID``;
     None for a file that materialized ids (rewritten): its ids are not its range."""
-    file = pq.ParquetFile(root / unquote(add["path"]))
+    file = pq.ParquetFile(root.source(unquote(add["path"])))
     names = set(file.schema_arrow.names)
     if materialized is not None and materialized in names:
         return None

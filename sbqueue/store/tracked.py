@@ -33,15 +33,13 @@ change under the append); the caller appends with Spark, which is always correct
 
 from __future__ import annotations
 
-import contextlib
+import io
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -60,7 +58,9 @@ from pyspark.sql.types import (
 )
 
 from sbqueue.store import deadline, driver
-from sbqueue.store.logfiles import commit_actions, commit_file, publish
+from sbqueue.store.location import driver_uri
+from sbqueue.store.logfiles import commit_actions, commit_name, has_commit, publish
+from sbqueue.store.objects import Files, files_at, storage_options
 
 __all__ = ["CHECKPOINT_EVERY", "Refused", "Unsupported", "append_tracked", "arrow_schema"]
 
@@ -91,11 +91,12 @@ class Refused(Unsupported):
 @dataclass(frozen=True)
 class _State:
     """What an append checks a table against, as of ``version``: its writer protocol,
-    schema (Arrow, as delta-rs maps it) and properties. ``inode`` is the inode of that
-    version's commit file: a table deleted and made again at the same path differs."""
+    schema (Arrow, as delta-rs maps it) and properties. ``identity`` is that version's
+    commit file's (inode, or S3 entity tag): a table deleted and made again at the same
+    path differs."""
 
     version: int
-    inode: int
+    identity: str | None
     writer_version: int
     features: frozenset[str]
     invariants: bool
@@ -115,14 +116,14 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
     table holds that id at that version or a later one, nothing is written and None is
     returned. ``Refused``, ``Unsupported``, or ``ValueError`` for a null in a NOT NULL
     column: raised before any file is written."""
-    root = Path(path)
-    log = root / "_delta_log"
+    root = files_at(path)
+    log = root.child("_delta_log")
     seen = None if once is None else driver.latest(path)
     if seen is not None and once is not None:
         stored = seen.transaction_version(once[0])
         if stored is not None and stored >= once[1]:
             return None
-    state = _state(log)
+    state = _state(path, log)
     reason = _refusal(state, table.schema)
     if reason is not None:
         raise Refused(f"{path}: {reason}")
@@ -137,7 +138,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         deadline.check()
         if publish(log, version + 1, body):
             _remember(log, state, version + 1)
-            _checkpoint(root, version + 1, state.config)  # never raises: it is committed
+            _checkpoint(path, log, version + 1, state.config)  # never raises: committed
             return version + 1
         latest = _probe(log, version)
         for between in range(version + 1, latest + 1):  # every commit we lost to
@@ -149,11 +150,11 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
     raise Unsupported(f"{path}: no version won in {_RETRIES} tries")
 
 
-def _check_unchanged(log: Path, version: int, actions: list[dict[str, Any]]) -> None:
+def _check_unchanged(log: Files, version: int, actions: list[dict[str, Any]]) -> None:
     """Refuse when commit ``version`` (its ``actions``), made under this append, changed
     the table's protocol or metadata."""
     if _changes_table(actions):
-        raise Unsupported(f"{log}: version {version} changed the table under an append")
+        raise Unsupported(f"{log.where}: version {version} changed the table under an append")
 
 
 def _changes_table(actions: list[dict[str, Any]]) -> bool:
@@ -180,7 +181,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
                       for f in schema.fields])
 
 
-def _checkpoint(root: Path, version: int, config: Mapping[str, str]) -> None:
+def _checkpoint(path: str, log: Files, version: int, config: Mapping[str, str]) -> None:
     """At the table's checkpoint interval, a checkpoint (delta-rs writes it, row-tracking
     domain and row ids included), then the expired log files removed, as Spark's own
     commits do: else readers would replay, and every listing of the log read, an ever
@@ -190,13 +191,14 @@ def _checkpoint(root: Path, version: int, config: Mapping[str, str]) -> None:
     from deltalake import DeltaTable
 
     try:
-        table = DeltaTable(str(root), version=version)
+        table = DeltaTable(driver_uri(path), version=version,
+                           storage_options=storage_options(path))
         table.create_checkpoint()
         if config.get("delta.enableExpiredLogCleanup", "true").strip().lower() != "false":
             table.cleanup_metadata()  # by ``delta.logRetentionDuration`` (30 days unset)
-            _drop_lone_checksums(root / "_delta_log")
+            _drop_lone_checksums(log)
     except Exception as exc:  # the append is committed whatever happens here
-        logger.debug("no checkpoint or log cleanup at %s of %s: %r", version, root, exc)
+        logger.debug("no checkpoint or log cleanup at %s of %s: %r", version, path, exc)
 
 
 def _interval(config: Mapping[str, str]) -> int:
@@ -208,69 +210,61 @@ def _interval(config: Mapping[str, str]) -> int:
     return every if every > 0 else CHECKPOINT_EVERY
 
 
-def _drop_lone_checksums(log: Path) -> None:
+def _drop_lone_checksums(log: Files) -> None:
     """Remove the checksum files of versions whose commits the cleanup removed (delta-rs
     leaves them; Spark's cleanup removes them with the commits)."""
-    names = os.listdir(log)
+    names = log.names()
     oldest = min((int(n[:20]) for n in names if _versioned(n, ".json")), default=0)
     for name in names:
         if _versioned(name, ".crc") and int(name[:20]) < oldest:
-            with contextlib.suppress(OSError):
-                (log / name).unlink()
+            log.delete(name)
 
 
 def _versioned(name: str, suffix: str) -> bool:
     return len(name) == 20 + len(suffix) and name.endswith(suffix) and name[:20].isdigit()
 
 
-def _state(log: Path) -> _State:
+def _state(path: str, log: Files) -> _State:
     """The table's state at its latest version: this process's kept state brought forward
     by the commits made since (read one by one, no listing), loaded again with delta-rs
     where one of them changed protocol or metadata, or where none is kept."""
-    known = _states.get(str(log))
-    if known is None or _inode(log, known.version) != known.inode:
-        return _load(log)
+    known = _states.get(log.where)
+    if known is None or log.identity(commit_name(known.version)) != known.identity:
+        return _load(path, log)
     version = known.version
-    while commit_file(log, version + 1).exists():
+    while has_commit(log, version + 1):
         version += 1
         if _changes_table(commit_actions(log, version)):
-            return _load(log)
+            return _load(path, log)
     return known if version == known.version else _remember(log, known, version)
 
 
-def _load(log: Path) -> _State:
+def _load(path: str, log: Files) -> _State:
     """The state as delta-rs reads it (this thread's table of it, brought up to date)."""
-    table = driver.latest(str(log.parent))
+    table = driver.latest(path)
     protocol = table.protocol()
     version = table.version()
-    state = _State(version, _inode(log, version), protocol.min_writer_version,
+    state = _State(version, log.identity(commit_name(version)), protocol.min_writer_version,
                    frozenset(protocol.writer_features or []),
                    "delta.invariants" in table.schema().to_json(),
                    pa.schema(table.schema().to_arrow()),
                    dict(table.metadata().configuration))
-    _states[str(log)] = state
+    _states[log.where] = state
     return state
 
 
-def _remember(log: Path, state: _State, version: int) -> _State:
+def _remember(log: Files, state: _State, version: int) -> _State:
     """``state`` as of ``version`` (no protocol or metadata change up to it), kept."""
-    newer = replace(state, version=version, inode=_inode(log, version))
-    kept = _states.get(str(log))
+    newer = replace(state, version=version, identity=log.identity(commit_name(version)))
+    kept = _states.get(log.where)
     if kept is None or kept.version <= version:
-        _states[str(log)] = newer
+        _states[log.where] = newer
     return newer
 
 
-def _inode(log: Path, version: int) -> int:
-    try:
-        return os.stat(commit_file(log, version)).st_ino
-    except OSError:
-        return -1
-
-
-def _probe(log: Path, version: int) -> int:
+def _probe(log: Files, version: int) -> int:
     """The latest version, found from ``version`` (committed) forward, file by file."""
-    while commit_file(log, version + 1).exists():
+    while has_commit(log, version + 1):
         version += 1
     return version
 
@@ -331,7 +325,7 @@ def _null_in(array: pa.Array, field: pa.Field, name: str) -> str | None:
     return None
 
 
-def _high_water_mark(log: Path, version: int) -> int:
+def _high_water_mark(log: Files, version: int) -> int:
     """The highest row id assigned up to ``version``: the newest commit of the row-tracking
     domain, else the newest checkpoint's (the one the ``_last_checkpoint`` hint names
     where its files are there, else found by listing the log); -1 only when every commit
@@ -340,8 +334,8 @@ def _high_water_mark(log: Path, version: int) -> int:
     two rows one id."""
     floor, parts = _floor(log, version)
     for v in range(version, floor, -1):
-        if not commit_file(log, v).exists():
-            raise Unsupported(f"{log}: commit {v} is not in the log")
+        if not has_commit(log, v):
+            raise Unsupported(f"{log.where}: commit {v} is not in the log")
         for action in commit_actions(log, v):
             domain = action.get("domainMetadata")
             if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
@@ -351,33 +345,33 @@ def _high_water_mark(log: Path, version: int) -> int:
     return _checkpoint_mark(log, floor, parts)
 
 
-def _floor(log: Path, version: int) -> tuple[int, list[Path]]:
+def _floor(log: Files, version: int) -> tuple[int, list[str]]:
     """The newest checkpoint at or before ``version`` and its files ((-1, []): none)."""
     try:
-        hint = json.loads((log / "_last_checkpoint").read_text("utf-8"))
+        hint = json.loads(log.read("_last_checkpoint").decode("utf-8"))
         at, count = int(hint["version"]), int(hint.get("parts") or 1)
     except (OSError, ValueError, KeyError, TypeError):
         at, count = -1, 0
     name = f"{at:020d}.checkpoint"
-    parts = [log / f"{name}.parquet"] if count == 1 else [
-        log / f"{name}.{i:010d}.{count:010d}.parquet" for i in range(1, count + 1)]
-    if 0 <= at <= version and all(p.exists() for p in parts):
+    parts = [f"{name}.parquet"] if count == 1 else [
+        f"{name}.{i:010d}.{count:010d}.parquet" for i in range(1, count + 1)]
+    if 0 <= at <= version and all(log.exists(p) for p in parts):
         return at, parts
-    found = [n for n in log.glob("*.checkpoint*.parquet") if n.name[:20].isdigit()
-             and int(n.name[:20]) <= version]
-    at = max((int(n.name[:20]) for n in found), default=-1)
-    return at, sorted(n for n in found if int(n.name[:20]) == at)
+    found = [n for n in log.names() if ".checkpoint" in n and n.endswith(".parquet")
+             and n[:20].isdigit() and int(n[:20]) <= version]
+    at = max((int(n[:20]) for n in found), default=-1)
+    return at, sorted(n for n in found if int(n[:20]) == at)
 
 
-def _checkpoint_mark(log: Path, version: int, parts: list[Path]) -> int:
+def _checkpoint_mark(log: Files, version: int, parts: list[str]) -> int:
     if not parts:
-        raise Unsupported(f"{log}: checkpoint {version} not found")
+        raise Unsupported(f"{log.where}: checkpoint {version} not found")
     for part in parts:
-        rows = pq.read_table(part, columns=["domainMetadata"]).column(0).to_pylist()
+        rows = pq.read_table(log.source(part), columns=["domainMetadata"]).column(0).to_pylist()
         for domain in rows:
             if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
                 return int(json.loads(domain["configuration"])["rowIdHighWaterMark"])
-    raise Unsupported(f"{log}: checkpoint {version} holds no row-id high-water mark")
+    raise Unsupported(f"{log.where}: checkpoint {version} holds no row-id high-water mark")
 
 
 def _split(table: pa.Table, partition_by: Sequence[str]) -> list[pa.Table]:
@@ -389,18 +383,19 @@ def _split(table: pa.Table, partition_by: Sequence[str]) -> list[pa.Table]:
     return [table.take(pa.array(rows, pa.int64())) for rows in groups.values()]
 
 
-def _write_file(root: Path, part: pa.Table, partition_by: Sequence[str],
+def _write_file(root: Files, part: pa.Table, partition_by: Sequence[str],
                 stats_columns: Sequence[str]) -> dict[str, Any]:
     values = {c: part.column(c)[0].as_py() for c in partition_by}
     folder = "/".join(f"{c}={values[c]}" for c in partition_by)
     name = f"{folder}/part-00000-{uuid.uuid4()}.c000.zstd.parquet"
     data = part.drop_columns(list(partition_by))
-    (root / folder).mkdir(parents=True, exist_ok=True)
-    pq.write_table(data, root / name, compression="zstd")
+    sink = io.BytesIO()
+    pq.write_table(data, sink, compression="zstd")
+    root.put(name, sink.getvalue())
     return {
         "path": name,
         "partitionValues": {c: str(values[c]) for c in partition_by},
-        "size": os.path.getsize(root / name),
+        "size": len(sink.getvalue()),
         "modificationTime": int(time.time() * 1000),
         "dataChange": True,
         "stats": json.dumps(_stats(data, stats_columns), separators=(",", ":")),

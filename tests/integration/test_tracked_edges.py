@@ -25,7 +25,8 @@ from sbqueue.exceptions import InvalidOperationError
 from sbqueue.store import driver, tracked
 from sbqueue.store.created import ENGINE
 from sbqueue.store.location import local_path
-from sbqueue.store.logfiles import commit_actions, commit_file
+from sbqueue.store.logfiles import commit_actions, has_commit, log_files
+from sbqueue.store.objects import Files
 
 pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
@@ -33,13 +34,17 @@ DAY = 86400
 SENDS = StructType([StructField("body", StringType())])  # a streaming send's columns
 
 
-def _log(table: Any) -> Path:
+def _log(table: Any) -> Files:
+    return log_files(table.path)
+
+
+def _log_path(table: Any) -> Path:
     return local_path(table.path) / "_delta_log"
 
 
 def _latest(table: Any) -> int:
     version = 0
-    while commit_file(_log(table), version + 1).exists():
+    while has_commit(_log(table), version + 1):
         version += 1
     return version
 
@@ -131,7 +136,7 @@ def test_a_spark_made_inbox_is_written_on_the_driver(spark: Any, tmp_path: Path)
     are ordered otherwise by delta-rs than by Spark)."""
     inbox = Inbox(spark, str(tmp_path / "inbox"))
     inbox.create_empty(here=False)
-    state = tracked._state(_log(inbox))
+    state = tracked._state(inbox.path, _log(inbox))
     assert tracked._refusal(state, tracked.arrow_schema(INBOX_SCHEMA)) is None
 
 
@@ -214,7 +219,7 @@ def test_the_inbox_checkpoint_interval_set_by_spark_is_honoured(
             sender.send_messages(ServiceBusMessage(f"m{i}"))
         assert _engines(inbox, altered + 1) == [ENGINE] * 7
 
-        made = sorted(int(n[:20]) for n in os.listdir(_log(inbox))
+        made = sorted(int(n[:20]) for n in os.listdir(_log_path(inbox))
                       if n.endswith(".checkpoint.parquet"))
         assert made == [v for v in range(altered + 1, _latest(inbox) + 1) if v % 3 == 0]
         rows = inbox.rows().select("_metadata.row_id").collect()
@@ -241,11 +246,11 @@ def test_the_log_is_cleaned_when_only_the_driver_sends(
         inbox = sender.entity.inbox
         for i in range(12):
             sender.send_messages(ServiceBusMessage(f"m{i:02d}"))
-        _age(_log(inbox), 10)
+        _age(_log_path(inbox), 10)
         for i in range(12, 20):
             sender.send_messages(ServiceBusMessage(f"m{i:02d}"))
 
-        kept = sorted(int(n[:20]) for n in os.listdir(_log(inbox)) if n.endswith(".json"))
+        kept = sorted(int(n[:20]) for n in os.listdir(_log_path(inbox)) if n.endswith(".json"))
         assert kept == list(range(10, 21))
         rows = sorted(tuple(r) for r in inbox.rows().selectExpr(
             "CAST(body AS STRING)", "_metadata.row_id", "_metadata.row_commit_version"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import created
+from sbqueue.store.objects import LocalFiles
 
 ZERO = f"{0:020d}"
 
@@ -67,12 +68,12 @@ def test_a_table_made_elsewhere_gets_no_checksum_from_here(tmp_path) -> None:
 
 
 def test_a_checksum_that_cannot_be_written_leaves_the_table(tmp_path, monkeypatch) -> None:
-    def refuse(target: Path, text: str) -> bool:
-        if target.suffix == ".crc":
+    def refuse(self: LocalFiles, name: str, data: bytes) -> bool:
+        if name.endswith(".crc"):
             raise OSError(28, "No space left on device")
-        return real(target, text)
-    real = created.put_if_absent
-    monkeypatch.setattr(created, "put_if_absent", refuse)
+        return real(self, name, data)
+    real = LocalFiles.put_if_absent
+    monkeypatch.setattr(LocalFiles, "put_if_absent", refuse)
 
     assert _make(tmp_path / "t") is True
 

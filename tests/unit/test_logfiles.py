@@ -7,20 +7,21 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sbqueue.store.logfiles import commit_file, first_commit_since
+from sbqueue.store.logfiles import commit_name, first_commit_since
+from sbqueue.store.objects import LocalFiles
 
 T0 = datetime(2026, 11, 28, 12, 0, tzinfo=timezone.utc)
 
 
-def _log(tmp_path: Path, minutes: list[int | None]) -> Path:
+def _log(tmp_path: Path, minutes: list[int | None]) -> LocalFiles:
     """Commits 0.. made ``minutes`` after T0 (None: a commit info without a time)."""
     log = tmp_path / "_delta_log"
     log.mkdir()
     for version, m in enumerate(minutes):
         info = {} if m is None else {"timestamp": int((T0 + timedelta(minutes=m))
                                                       .timestamp() * 1000)}
-        commit_file(log, version).write_text(json.dumps({"commitInfo": info}) + "\n")
-    return log
+        (log / commit_name(version)).write_text(json.dumps({"commitInfo": info}) + "\n")
+    return LocalFiles(log)
 
 
 def test_the_walk_stops_at_the_first_commit_older_than_the_time(tmp_path: Path) -> None:

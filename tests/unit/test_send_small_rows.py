@@ -145,25 +145,26 @@ def test_the_row_id_mark_is_read_or_refused_never_guessed(tmp_path: Any) -> None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from sbqueue.store.objects import LocalFiles
     from sbqueue.store.tracked import Unsupported, _high_water_mark
 
     log = tmp_path / "_delta_log"
     log.mkdir()
     _commit(log, 0, None)
-    assert _high_water_mark(log, 0) == -1  # nothing ever assigned
+    assert _high_water_mark(LocalFiles(log), 0) == -1  # nothing ever assigned
     _commit(log, 1, 41)
     _commit(log, 2, None)  # a delete: no new ids
-    assert _high_water_mark(log, 2) == 41
+    assert _high_water_mark(LocalFiles(log), 2) == 41
     (log / f"{1:020d}.json").unlink()
     with pytest.raises(Unsupported, match="commit 1"):
-        _high_water_mark(log, 2)
+        _high_water_mark(LocalFiles(log), 2)
     domain = pa.struct([("domain", pa.string()), ("configuration", pa.string()),
                         ("removed", pa.bool_())])
     pq.write_table(pa.table({"domainMetadata": pa.array([None], domain)}),
                    log / f"{1:020d}.checkpoint.parquet")
     with pytest.raises(Unsupported, match="no row-id high-water mark"):
-        _high_water_mark(log, 2)
+        _high_water_mark(LocalFiles(log), 2)
     pq.write_table(pa.table({"domainMetadata": pa.array(
         [{"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark": 41}',
           "removed": False}], domain)}), log / f"{1:020d}.checkpoint.parquet")
-    assert _high_water_mark(log, 2) == 41
+    assert _high_water_mark(LocalFiles(log), 2) == 41

@@ -21,6 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
 from sbqueue.store import created, driver, tracked
+from sbqueue.store.objects import LocalFiles
 
 PARTS = ["partition_id", "segment"]
 STATS = INBOX_PROPERTIES["delta.dataSkippingStatsColumns"].split(",")
@@ -101,7 +102,7 @@ def test_expired_log_files_are_removed_after_a_driver_checkpoint(tmp_path: Path)
     _append(path)
     ids = DeltaTable(path).to_pyarrow_table().num_rows
     assert ids == 21
-    high = tracked._high_water_mark(_log(path), 21)
+    high = tracked._high_water_mark(LocalFiles(_log(path)), 21)
     assert high == 20  # ids 0..20, one per row, drawn across the cleaned log
 
 
@@ -214,9 +215,9 @@ def test_a_stale_or_missing_checkpoint_hint_still_gives_the_right_mark(
         _append(path)
     hint = _log(path) / "_last_checkpoint"
     hint.write_text(json.dumps({"version": 10, "size": 1}))  # stale: 20 is newer
-    assert tracked._high_water_mark(_log(path), 21) == 20
+    assert tracked._high_water_mark(LocalFiles(_log(path)), 21) == 20
     hint.unlink()
-    assert tracked._high_water_mark(_log(path), 21) == 20
+    assert tracked._high_water_mark(LocalFiles(_log(path)), 21) == 20
 
 
 def _plain_table(path: Path) -> str:

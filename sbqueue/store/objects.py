@@ -1,0 +1,221 @@
+"""The files of one folder of a store, a local folder or an S3 prefix, as the driver's
+commits need them: read, put if absent, put, list, delete, and a file's identity.
+
+The local executor writes Delta commits itself (``store.tracked``, ``store.created``) and
+reads the log file by file (``store.logfiles``, ``store.row_ids``). Delta's one rule for a
+writer on any store is that a version is claimed by creating its commit file only where
+none is. A local folder does that with ``link(2)`` of a fully written temporary file
+(decision 002); S3 with a conditional write (``If-None-Match: *``), which obstore sends for
+``PutMode.Create`` and which delta-rs uses for its own commits on S3, so sbqueue's
+commits and delta-rs's claim versions the same way (decision 040).
+
+Credentials and endpoint come from the AWS environment a user already has
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
+``AWS_REGION``, ``AWS_PROFILE``), read by obstore and delta-rs themselves: sbqueue never
+holds a secret in a structure it could log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from sbqueue.store.location import is_local, is_s3, local_path, s3_parts
+
+__all__ = ["Files", "LocalFiles", "ObjectFiles", "files_at", "no_bucket", "storage_options"]
+
+
+class Files(Protocol):
+    """The files under one folder, by name relative to it (``a/b.json``)."""
+
+    where: str  # the folder, for messages and as a key of per-table state
+
+    def read(self, name: str) -> bytes: ...  # FileNotFoundError where there is none
+    def exists(self, name: str) -> bool: ...
+    def put_if_absent(self, name: str, data: bytes) -> bool: ...  # False: one was there
+    def put(self, name: str, data: bytes) -> None: ...
+    def names(self) -> list[str]: ...  # the files directly in the folder
+    def delete(self, name: str) -> None: ...  # no error where there is none
+    def identity(self, name: str) -> str | None: ...  # changes when the file is made again
+    def child(self, name: str) -> Files: ...
+    def source(self, name: str) -> Any: ...  # what pyarrow reads a file from
+
+
+class LocalFiles:
+    """A folder of this machine."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.where = str(folder)
+
+    def read(self, name: str) -> bytes:
+        return (self.folder / name).read_bytes()
+
+    def exists(self, name: str) -> bool:
+        return (self.folder / name).exists()
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        """``link(2)`` of a fully written temporary file: a reader never sees half a file,
+        and of two writers exactly one creates it."""
+        target = self.folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        try:
+            temp.write_bytes(data)
+            os.link(temp, target)
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                temp.unlink(missing_ok=True)
+
+    def put(self, name: str, data: bytes) -> None:
+        target = self.folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def names(self) -> list[str]:
+        try:
+            return os.listdir(self.folder)
+        except FileNotFoundError:
+            return []
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.folder / name).unlink()
+
+    def identity(self, name: str) -> str | None:
+        try:
+            return str(os.stat(self.folder / name).st_ino)
+        except OSError:
+            return None
+
+    def child(self, name: str) -> LocalFiles:
+        return LocalFiles(self.folder / name)
+
+    def source(self, name: str) -> Any:
+        return str(self.folder / name)  # read in place, only the columns asked
+
+
+class ObjectFiles:
+    """A prefix of an S3 bucket (obstore): put-if-absent by a conditional write."""
+
+    def __init__(self, store: Any, prefix: str, where: str) -> None:
+        self.store, self.prefix, self.where = store, prefix.strip("/"), where.rstrip("/")
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def read(self, name: str) -> bytes:
+        import obstore
+
+        return bytes(obstore.get(self.store, self.key(name)).bytes())
+
+    def exists(self, name: str) -> bool:
+        return self.identity(name) is not None
+
+    def put_if_absent(self, name: str, data: bytes) -> bool:
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            obstore.put(self.store, self.key(name), data, mode="create")
+            return True
+        except (AlreadyExistsError, PreconditionError):
+            return False
+
+    def put(self, name: str, data: bytes) -> None:
+        import obstore
+
+        obstore.put(self.store, self.key(name), data)
+
+    def names(self) -> list[str]:
+        import obstore
+
+        found = obstore.list_with_delimiter(self.store, self.key(""))
+        start = len(self.key(""))
+        return [o["path"][start:] for o in found["objects"]]
+
+    def delete(self, name: str) -> None:
+        import obstore
+
+        with contextlib.suppress(FileNotFoundError):
+            obstore.delete(self.store, self.key(name))
+
+    def identity(self, name: str) -> str | None:
+        import obstore
+
+        try:
+            meta = obstore.head(self.store, self.key(name))
+        except FileNotFoundError as exc:
+            if no_bucket(exc):
+                raise
+            return None
+        return str(meta.get("e_tag") or meta["last_modified"])
+
+    def child(self, name: str) -> ObjectFiles:
+        return ObjectFiles(self.store, self.key(name), f"{self.where}/{name}")
+
+    def source(self, name: str) -> Any:
+        import pyarrow as pa
+
+        return pa.BufferReader(self.read(name))
+
+
+def no_bucket(exc: BaseException) -> bool:
+    """Whether a not-found error is the bucket's (S3 answers 404 for a key of a bucket
+    that does not exist too): not an absent file, a setup to fix."""
+    return "NoSuchBucket" in str(exc)
+
+
+def files_at(path: str) -> Files:
+    """The files under ``path`` (a local folder or an ``s3://``/``s3a://`` URL)."""
+    if is_local(path):
+        return LocalFiles(local_path(path))
+    if is_s3(path):
+        bucket, prefix = s3_parts(path)
+        return ObjectFiles(_s3_store(bucket, _setup()), prefix,
+                           f"s3://{bucket}/{prefix}".rstrip("/"))
+    raise ValueError(f"{path}: the driver reads and writes local folders and S3 only")
+
+
+def _allow_http() -> bool:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+    return urlparse(endpoint).scheme == "http"
+
+
+_SETUP = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION",
+          "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+
+
+def _setup() -> str:
+    """A digest of the AWS environment (no value kept in clear): a client is made again
+    when it changes (new credentials, another endpoint)."""
+    joined = "\0".join(os.environ.get(k, "") for k in _SETUP)
+    return hashlib.sha256(joined.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=16)
+def _s3_store(bucket: str, setup: str) -> Any:
+    """One obstore client per bucket and AWS environment (its connections are kept); its
+    credentials, region and endpoint are the environment's, read by obstore."""
+    from obstore.store import S3Store
+
+    return S3Store(bucket, client_options={"allow_http": _allow_http()})
+
+
+def storage_options(path: str) -> dict[str, str] | None:
+    """What delta-rs needs besides the AWS environment it reads itself: the plain-HTTP
+    permission an ``http://`` endpoint needs (a local S3 server). None for a local folder.
+    No credential is put here (delta-rs reads them from the environment)."""
+    if not is_s3(path):
+        return None
+    return {"AWS_ALLOW_HTTP": "true"} if _allow_http() else {}
+
