@@ -164,3 +164,31 @@ def test_a_dataframe_operation_where_spark_cannot_reach_s3_is_one_clear_error(
     queue = Namespace(s3_root, spark).entity("q")
     with pytest.raises(ServiceBusError, match="S3A"):
         queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
+
+
+@pytest.mark.slow
+def test_the_readmes_s3_example_runs_as_a_new_user_runs_it(s3_root: str, s3_endpoint: str,
+                                                            tmp_path: Any) -> None:
+    """Issue 44's first "done when": the AWS variables set, the README's S3 example run as
+    a program of its own, served by the local executor."""
+    import os
+    import re
+    from pathlib import Path
+
+    from s3_server import aws_env
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("### Object storage"):]
+    code = re.search(r"python3 - <<'PY'\n(.*?)\nPY\n", section, re.S)
+    assert code is not None
+    script = tmp_path / "example.py"
+    script.write_text(code.group(1).replace("s3://my-bucket/sbqueue", s3_root) + textwrap.dedent("""
+        from sbqueue import Namespace
+        print(Namespace(root).executor,
+              ServiceBusAdministrationClient(root).get_queue_runtime_properties(
+                  "orders").active_message_count)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **aws_env(s3_endpoint)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["local", "0"]
