@@ -18,13 +18,24 @@ def _clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(executor, "_spark_roots", set())
 
 
-def test_auto_is_local_on_a_folder_and_spark_elsewhere(tmp_path: Path) -> None:
+def test_auto_is_local_on_a_folder_and_s3_and_spark_elsewhere(tmp_path: Path) -> None:
     assert executor.choose(str(tmp_path), connect=False)[0] == "local"
     assert executor.choose(f"file://{tmp_path}", connect=False)[0] == "local"
-    kind, why = executor.choose("s3://bucket/ns", connect=False)
-    assert kind == "spark" and "not a local folder" in why
+    kind, why = executor.choose("abfss://c@a.dfs.core.windows.net/ns", connect=False)
+    assert kind == "spark" and "neither a local folder nor an S3 prefix" in why
     kind, why = executor.choose(str(tmp_path), connect=True)
     assert kind == "spark" and "Spark Connect" in why
+    # issue 44: an S3 URL names one place for every process, a Connect client's too
+    for root in ("s3://bucket/ns", "s3a://bucket/ns"):
+        for connect in (False, True):
+            assert executor.choose(root, connect=connect) == (
+                "local", "an S3 prefix, delta-rs installed")
+
+
+def test_s3_without_obstore_is_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(executor, "obstore_installed", lambda: False)
+    kind, why = executor.choose("s3://bucket/ns", connect=False)
+    assert kind == "spark" and "obstore" in why
 
 
 @pytest.mark.parametrize("env", [{executor.ENV: "spark"}, {executor.ENV: " Spark "},
@@ -43,8 +54,8 @@ def test_local_where_it_cannot_serve_is_refused_naming_why(
     assert executor.choose(str(tmp_path), connect=False) == ("local", "SBQUEUE_EXECUTOR=local")
     with pytest.raises(InvalidOperationError, match=r"SBQUEUE_EXECUTOR=local.*Spark Connect"):
         executor.choose(str(tmp_path), connect=True)
-    with pytest.raises(InvalidOperationError, match="s3://b/ns is not a local folder"):
-        executor.choose("s3://b/ns", connect=False)
+    with pytest.raises(InvalidOperationError, match="gs://b/ns is neither a local folder"):
+        executor.choose("gs://b/ns", connect=False)
 
 
 def test_an_unknown_value_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
