@@ -35,7 +35,11 @@ Parts (each prints one JSON line; ``--parts`` picks some):
   its own raw baseline.
 
     python benchmarks/commit_cost.py [--parts single,sdk50,loop,create] [--reps 7]
-        [--executor auto|local|spark]
+        [--executor auto|local|spark] [--store local|s3]
+
+With ``--store s3`` the namespace lives on a moto S3 server process (``benchmarks/on_s3.py``)
+and the part ``s3single`` reports each operation's requests to the store beside its time:
+``--store s3 --parts s3single,sdk50,loop``.
 
 Results: ``benchmarks/results/commit_cost-<date>.jsonl`` (append the printed lines).
 """
@@ -420,6 +424,9 @@ def main() -> None:
     parser.add_argument("--forward", type=int, default=100_000)
     parser.add_argument("--executor", choices=("auto", "local", "spark"), default="auto",
                         help="SBQUEUE_EXECUTOR for the whole run (issue 43)")
+    parser.add_argument("--store", choices=("local", "s3"), default="local",
+                        help="s3: the namespace on a moto S3 server process, with the "
+                             "s3single part (requests per operation; issue 44)")
     args = parser.parse_args()
     os.environ["SBQUEUE_EXECUTOR"] = args.executor
 
@@ -439,7 +446,7 @@ def main() -> None:
 
         return {**pool_part(spark, root, 1), "part": "pool"}
 
-    run_parts("sbqueue-bench-commit-cost", args.parts, {
+    runners = {
         "single": lambda spark, root: single(spark, root, args.reps),
         "sdk50": sdk50,
         "loop": lambda spark, root: loop(spark, root, args.loop_messages),
@@ -449,7 +456,19 @@ def main() -> None:
         "counts": lambda spark, root: counts(spark, root, args.reps),
         "renewer": lambda spark, root: renewer(spark, root, args.renew_minutes),
         "drain": drain, "forward": forward, "pool": pool,
-    })
+    }
+    if args.store == "local":
+        run_parts("sbqueue-bench-commit-cost", args.parts, runners)
+        return
+    import tempfile
+    from pathlib import Path
+
+    from on_s3 import s3_namespace
+    from on_s3 import single as s3single
+
+    with s3_namespace(Path(tempfile.mkdtemp()) / "moto.log") as (root, requests):
+        runners["s3single"] = lambda spark, root: s3single(spark, root, requests, args.reps)
+        run_parts("sbqueue-bench-commit-cost", args.parts, runners, root)
 
 
 if __name__ == "__main__":

@@ -61,17 +61,20 @@ class Timings:
         return {k: round(median(v), 3) for k, v in self.times.items()}
 
 
-def run_parts(app_name: str, parts: str, runners: Mapping[str, Callable[[Any, str], dict[str, Any]]]
-              ) -> None:
-    """Run the named parts in order, each in a folder of one temporary root, and print one
-    JSON object per part with its wall time."""
+def run_parts(app_name: str, parts: str,
+              runners: Mapping[str, Callable[[Any, str], dict[str, Any]]],
+              root: str | None = None) -> None:
+    """Run the named parts in order, each in a folder of one root (a temporary local one
+    unless ``root`` names another, an S3 prefix), and print one JSON object per part with
+    its wall time."""
     from sbqueue.spark import get_session
 
     unknown = [p for p in parts.split(",") if p not in runners]
     if unknown:
         raise SystemExit(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(runners)}")
     spark = get_session(app_name)
-    root = tempfile.mkdtemp(prefix="sbq-bench-")
+    local = root is None
+    root = root or tempfile.mkdtemp(prefix="sbq-bench-")
     try:
         for part in parts.split(","):
             started = time.perf_counter()
@@ -79,4 +82,5 @@ def run_parts(app_name: str, parts: str, runners: Mapping[str, Callable[[Any, st
             report["wall_s"] = round(time.perf_counter() - started, 1)
             print(json.dumps(report), flush=True)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if local:
+            shutil.rmtree(root, ignore_errors=True)

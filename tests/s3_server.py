@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 BUCKET = "sbq-test"
 # Test credentials: moto accepts any; named so that a leak check can look for them.
@@ -28,12 +29,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto server process; its endpoint URL. Stopped at the end."""
+def moto_server(access_log: Path | None = None) -> Iterator[str]:
+    """A moto server process; its endpoint URL. Stopped at the end. ``access_log``: where
+    its log of requests (one line each) goes."""
     port = _free_port()
+    log = open(access_log, "w") if access_log else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=log)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -52,6 +55,8 @@ def moto_server() -> Iterator[str]:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if access_log:
+            log.close()  # type: ignore[union-attr]
 
 
 def aws_env(endpoint: str) -> dict[str, str]:
