@@ -192,3 +192,58 @@ def test_the_readmes_s3_example_runs_as_a_new_user_runs_it(s3_root: str, s3_endp
                           timeout=600, env={**os.environ, **aws_env(s3_endpoint)})
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-2:] == ["local", "0"]
+
+
+_WORKER = textwrap.dedent("""
+    import sys
+    from sbqueue import ServiceBusClient
+    root = sys.argv[1]
+    with ServiceBusClient(root).get_queue_receiver("q", max_wait_time=5) as receiver:
+        while batch := receiver.receive_messages(2):
+            for m in batch:
+                print("completing", m, flush=True)
+                receiver.complete_message(m)
+                print("completed", m, flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_receiver_killed_on_s3_loses_nothing(spark: Any, s3_root: str, tmp_path: Any
+                                               ) -> None:
+    """Nothing is ever lost: a receiving process SIGKILLed mid-work on an S3 namespace
+    leaves each message completed (as it said, or the one it was completing) or back in
+    the queue once its lock ran out, never both and never neither."""
+    import signal
+    import time
+
+    admin = ServiceBusAdministrationClient(s3_root, spark=spark)
+    admin.create_queue("q", lock_duration="PT5S", max_delivery_count=10)
+    bodies = {f"m{i}" for i in range(40)}
+    with ServiceBusClient(s3_root, spark=spark).get_queue_sender("q") as sender:
+        sender.send_messages([ServiceBusMessage(b) for b in sorted(bodies)])
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+    out = tmp_path / "worker.out"
+    with open(out, "w") as sink:
+        worker = subprocess.Popen([sys.executable, str(script), s3_root], stdout=sink,
+                                  stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while out.read_text().count("completed") < 12 and time.monotonic() < deadline:
+            assert worker.poll() is None, "the worker ended before it was killed"
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+    lines = out.read_text().splitlines()
+    done = {line.split(" ", 1)[1] for line in lines if line.startswith("completed ")}
+    trying = {line.split(" ", 1)[1] for line in lines if line.startswith("completing ")}
+    time.sleep(6)  # its locks run out (5 s)
+    got: list[str] = []
+    with ServiceBusClient(s3_root, spark=spark).get_queue_receiver(
+            "q", max_wait_time=5) as receiver:
+        while batch := receiver.receive_messages(20):
+            got += [str(m) for m in batch]
+            for m in batch:
+                receiver.complete_message(m)
+    assert len(done) >= 12 and not done & set(got) and len(got) == len(set(got))
+    lost = bodies - done - set(got)
+    assert lost <= trying - done and len(lost) <= 1  # only the one it was completing
