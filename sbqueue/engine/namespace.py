@@ -36,7 +36,6 @@ from sbqueue.spark.session import is_connect
 from sbqueue.store.delta import creates_here
 from sbqueue.store.documents import open_document_store
 from sbqueue.store.executor import Executor, opened
-from sbqueue.store.failures import storage_cause
 from sbqueue.store.location import driver_uri, is_local, is_s3, local_path
 
 if TYPE_CHECKING:
@@ -70,14 +69,8 @@ def _open_catalog(root: str, spark: SparkSession) -> Catalog:
     """The catalog at ``root``; a storage scheme Spark cannot reach, or an S3 bucket the
     AWS environment does not reach, is one clear error."""
     try:
-        store = open_document_store(root, spark)
-        if is_s3(root):
-            store.read("_sbqueue/namespace.json")  # one request: bucket, endpoint, keys
-        return Catalog(store, root)
+        return Catalog(open_document_store(root, spark), root)
     except Exception as exc:
-        cause = storage_cause(exc) if is_s3(root) else None
-        if cause is not None:
-            raise ServiceBusConnectionError(f"namespace {root!r}: {cause} (S1.1)") from None
         text = str(exc)
         missing = ("No FileSystem for scheme" in text or "UnsupportedFileSystem" in text
                    or ("ClassNotFoundException" in text and "FileSystem" in text))

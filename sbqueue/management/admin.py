@@ -51,8 +51,7 @@ from sbqueue.management.runtime import (
     subscription_runtime,
     topic_runtime,
 )
-from sbqueue.store.documents import LocalDocumentStore, delta_documents
-from sbqueue.store.location import local_path
+from sbqueue.store.documents import delta_documents, open_document_store
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -104,7 +103,7 @@ class ServiceBusAdministrationClient:
         Spark (so ``queue list`` answers at once)."""
         if self._namespace is None and not delta_documents(self._namespace_root):
             root = normalize_root(self._namespace_root)
-            return Catalog(LocalDocumentStore(local_path(root)), root)
+            return Catalog(open_document_store(root), root)  # a folder's, or S3 objects
         return self.namespace.catalog
 
     def _settings(self) -> NamespaceProperties:

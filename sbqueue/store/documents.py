@@ -26,9 +26,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from sbqueue.exceptions import ServiceBusAuthorizationError, StorageConflictError
+from sbqueue.exceptions import (
+    ServiceBusAuthorizationError,
+    ServiceBusConnectionError,
+    StorageConflictError,
+)
 from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline
+from sbqueue.store.failures import storage_cause
 from sbqueue.store.location import is_local, is_s3, local_path
 from sbqueue.store.objects import files_at, no_bucket
 
@@ -379,6 +384,19 @@ class ObjectDocumentStore:
         yield
 
 
+def _reached(root: str, store: ObjectDocumentStore) -> ObjectDocumentStore:
+    """``store`` once one request reached it; else the one error a user can act on: the
+    bucket, the endpoint or the credentials, named by variable (S1.1)."""
+    try:
+        store.read("_sbqueue/namespace.json")
+    except Exception as exc:
+        cause = storage_cause(exc)
+        if cause is None:
+            raise
+        raise ServiceBusConnectionError(f"namespace {root!r}: {cause} (S1.1)") from None
+    return store
+
+
 def _body(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, indent=1, sort_keys=True, default=str).encode()
 
@@ -419,7 +437,7 @@ def delta_documents(root: str) -> bool:
 
 def open_document_store(root: str, spark: Any | None = None) -> DocumentStore:
     if is_s3(root):
-        return ObjectDocumentStore(files_at(root))
+        return _reached(root, ObjectDocumentStore(files_at(root)))
     if not delta_documents(root):
         return LocalDocumentStore(local_path(root))
     if spark is None:

@@ -39,7 +39,7 @@ from sbqueue.store import deadline
 from sbqueue.store.executor import delta_rs_installed, spark_only
 from sbqueue.store.location import driver_uri, is_local, is_s3
 from sbqueue.store.logfiles import has_commit, log_files
-from sbqueue.store.objects import storage_options
+from sbqueue.store.objects import arrow_files, storage_options
 from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "Refused", "append", "appended",
@@ -227,16 +227,12 @@ def open_table(path: str, version: int | None = None) -> Any:
 
 
 def _native_files(path: str) -> Any:
-    """The table's folder through Arrow's own local file system, for its scans. delta-rs's
+    """The table's folder through Arrow's own file system (local or S3), for its scans. delta-rs's
     default is a Python file system: every read it serves is a Python buffer that Arrow's
     worker threads release after the scan has returned, taking the GIL to do so; a worker
     still releasing one when the interpreter finalizes is ended mid-destructor and the
     process aborts ("terminate called without an active exception", decision 033)."""
-    from pyarrow import fs
-
-    if not is_local(path):
-        return None  # delta-rs's own store (S3)
-    return fs.SubTreeFileSystem(driver_uri(path), fs.LocalFileSystem())
+    return arrow_files(path)
 
 
 def _give_back(path: str, table: Any) -> None:

@@ -28,7 +28,8 @@ from urllib.parse import urlparse
 
 from sbqueue.store.location import is_local, is_s3, local_path, s3_parts
 
-__all__ = ["Files", "LocalFiles", "ObjectFiles", "files_at", "no_bucket", "storage_options"]
+__all__ = ["Files", "LocalFiles", "ObjectFiles", "arrow_files", "files_at", "no_bucket",
+           "storage_options"]
 
 
 class Files(Protocol):
@@ -219,3 +220,28 @@ def storage_options(path: str) -> dict[str, str] | None:
         return None
     return {"AWS_ALLOW_HTTP": "true"} if _allow_http() else {}
 
+
+
+def arrow_files(path: str) -> Any:
+    """The folder at ``path`` through one of Arrow's own file systems, for scans of a
+    table's data files: the local one, or S3 with the AWS environment. delta-rs's default
+    is a Python file system whose buffers Arrow's threads may release while the
+    interpreter finalizes, which aborts the process (decision 033; seen on S3 too)."""
+    from pyarrow import fs
+
+    if is_local(path):
+        return fs.SubTreeFileSystem(str(local_path(path)), fs.LocalFileSystem())
+    bucket, prefix = s3_parts(path)
+    return fs.SubTreeFileSystem(f"{bucket}/{prefix}".rstrip("/"), _arrow_s3(_setup()))
+
+
+@functools.lru_cache(maxsize=4)
+def _arrow_s3(setup: str) -> Any:
+    """Arrow's S3 client for this AWS environment (credentials from its default chain)."""
+    from pyarrow import fs
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+    parsed = urlparse(endpoint)
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    return fs.S3FileSystem(endpoint_override=parsed.netloc or None,
+                           scheme=parsed.scheme or "https", region=region)

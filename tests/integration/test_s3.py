@@ -247,3 +247,31 @@ def test_a_receiver_killed_on_s3_loses_nothing(spark: Any, s3_root: str, tmp_pat
     assert len(done) >= 12 and not done & set(got) and len(got) == len(set(got))
     lost = bodies - done - set(got)
     assert lost <= trying - done and len(lost) <= 1  # only the one it was completing
+
+
+@pytest.mark.slow
+def test_the_cli_on_an_s3_namespace(s3_root: str, s3_endpoint: str) -> None:
+    """``--namespace s3a://...`` for the CLI's client commands, each a process of its own
+    that exits cleanly (no abort while the interpreter finalizes, decision 033)."""
+    import os
+
+    from s3_server import aws_env
+
+    root = s3_root.replace("s3://", "s3a://")
+    env = {**os.environ, **aws_env(s3_endpoint)}
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "sbqueue.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "terminate called" not in done.stderr, (
+            args, done.returncode, done.stderr[-2000:])
+        return done.stdout
+
+    cli("queue", "create", "orders", "--namespace", root)
+    cli("send", "--namespace", root, "orders", "hello")
+    cli("send", "--namespace", root, "orders", "world")
+    assert "world" in cli("peek", "--namespace", root, "orders")
+    assert "hello" in cli("receive", "--namespace", root, "orders", "--max", "1")
+    stats = cli("stats", "--namespace", root)
+    assert "orders" in stats and "executor: local" in stats
+    assert "orders" in cli("queue", "list", "--namespace", root)
