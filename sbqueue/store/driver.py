@@ -1,4 +1,5 @@
-"""A local Delta table read and written on the driver, with delta-rs: no Spark job.
+"""A Delta table (local folder or S3) read and written on the driver, with delta-rs: no
+Spark job.
 
 Why (decision 011, step 3): a receive decides on a few hundred narrow rows, yet reading them
 through Spark cost four jobs (the new snapshot's state reconstruction, data skipping, the
@@ -10,7 +11,8 @@ conflict check, from the version read), and ``append`` is a blind append; both c
 ``marked`` tag as Spark's commits carry their user metadata. Row-tracked appends of the
 inbox are ``store.tracked``'s; what the log says is ``store.log_reads``'.
 
-Only for tables in a local folder the local executor serves (``store.executor``): elsewhere,
+Only for tables the local executor serves (``store.executor``: a local folder or an S3
+prefix, decision 040): elsewhere,
 and on any read this module cannot do (a change feed the log no longer holds, more rows
 than ``ROW_LIMIT``), the functions return None and the caller goes through Spark.
 """
@@ -78,14 +80,14 @@ def _commit_properties(tag: str | None = None) -> Any:
 
 
 def enabled(path: str) -> bool:
-    """Whether ``path`` can be read on the driver: a local folder, delta-rs installed, and
-    the local executor not refused (``store.executor``: asked for Spark, or a namespace
+    """Whether ``path`` can be read on the driver: a local folder or S3, delta-rs installed,
+    and the local executor not refused (``store.executor``: asked for Spark, or a namespace
     opened through Spark Connect)."""
     return (is_local(path) or is_s3(path)) and not spark_only(path) and delta_rs_installed()
 
 
 class Pinned:
-    """A local table as of the version it was opened at: its rows, and (where driver commits
+    """A table as of the version it was opened at: its rows, and (where driver commits
     are on) one rewrite of some of its partitions that commits only if no commit after that
     version touched them (Delta's conflict check, run by delta-rs from that version)."""
 
@@ -180,7 +182,7 @@ class Refused(Conflict):
     process from now on, so the caller's retry of a rewrite commits with Spark."""
 
 
-_refused: set[str] = set()  # local tables delta-rs refused to write
+_refused: set[str] = set()  # tables delta-rs refused to write
 
 
 def _refuse(path: str, exc: Exception) -> None:

@@ -1,4 +1,5 @@
-"""Rows of a local row-tracking Delta table with their row ids, read on the driver.
+"""Rows of a row-tracking Delta table (local folder or S3) with their row ids, read on the
+driver.
 
 Why: a topic's sequence numbers are its plain rows' row ids (Delta row tracking; S3.4,
 S8.5), and delta-rs reads no row id. Delta's rule gives each row the id its file

@@ -1,4 +1,4 @@
-"""A blind append to a local row-tracking Delta table, committed on the driver: no Spark job.
+"""A blind append to a row-tracking Delta table, committed on the driver: no Spark job.
 
 Why (decision 015): a send is a blind append to the inbox, which has Delta row tracking on
 (its rows' commit versions order the entity; a topic's sequence numbers are row ids). A
@@ -12,9 +12,10 @@ exactly that one and nothing else:
 - the commit is ``commitInfo`` (with the caller's tag as ``userMetadata``), one ``add``
   per file with ``numRecords`` statistics, ``baseRowId`` and ``defaultRowCommitVersion``,
   and the ``delta.rowTracking`` domain's new high-water mark;
-- it is published with ``link(2)``, Delta's put-if-absent, as Spark's commits are here
-  (decision 002); when another writer took the version, the row ids are drawn again after
-  that commit and the next version is tried: appends never conflict;
+- it is published only where no commit file is (``store.objects``: ``link(2)`` in a local
+  folder, as Spark's commits are there, decision 002; a conditional write on S3, as
+  delta-rs's are, decision 040); when another writer took the version, the row ids are
+  drawn again after that commit and the next version is tried: appends never conflict;
 - at the table's ``delta.checkpointInterval`` a checkpoint (delta-rs), then the expired
   log files are removed (``delta.logRetentionDuration``), as Spark does after its own,
   unless ``delta.enableExpiredLogCleanup`` is false.
