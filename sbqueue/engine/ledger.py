@@ -34,6 +34,7 @@ from sbqueue.engine.schema import (
 from sbqueue.store import deadline
 from sbqueue.store.delta import Table
 from sbqueue.store.guarded import EXPECT_COLUMN, OP_COLUMN, apply_guarded
+from sbqueue.store.sql import spark_writes, sql_name
 
 __all__ = ["Ledger"]
 
@@ -174,11 +175,13 @@ class Ledger(Table):
     def delete_where(self, where: str) -> int:
         """One keyed Delta DELETE (``where``: SQL with literal partitions); rows deleted."""
         deadline.check()
-        row = self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {where}").first()
+        row = self.spark.sql(f"DELETE FROM {sql_name(spark_writes(self.path))} WHERE {where}"
+                             ).first()
         return int(row[0]) if row is not None else 0
 
     def update_where(self, sets: str, where: str) -> int:
         """One keyed Delta UPDATE; rows updated."""
         deadline.check()
-        row = self.spark.sql(f"UPDATE {self.sql_name} SET {sets} WHERE {where}").first()
+        row = self.spark.sql(f"UPDATE {sql_name(spark_writes(self.path))} SET {sets} WHERE "
+                             f"{where}").first()
         return int(row[0]) if row is not None else 0

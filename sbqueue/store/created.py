@@ -47,6 +47,7 @@ def create_here(path: str, schema: StructType, partition_by: Sequence[str],
     """Create the empty table at ``path`` unless a table is there; True if this call
     created it, False if another had (its table stands, whatever it was made with)."""
     log_dir = log_files(path)
+    log_dir.prepare()
     if any(n.endswith(".json") for n in log_dir.names()):
         _finish(log_dir)
         return False

@@ -37,7 +37,7 @@ from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
 from sbqueue.store.location import is_local, local_path
 from sbqueue.store.logfiles import log_files
-from sbqueue.store.sql import sql_name
+from sbqueue.store.sql import spark_writes, sql_name
 
 __all__ = [
     "Table",
@@ -67,7 +67,8 @@ def create_table(
         if partition_by else ""
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     try:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {sql_name(path)} ({columns}) USING delta"
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {sql_name(spark_writes(path))} ({columns}) "
+                  "USING delta"
                   f"{parts}{f' TBLPROPERTIES ({props})' if props else ''}")
     except DELTA_CONFLICTS:
         if not is_delta_table(spark, path):
@@ -106,7 +107,10 @@ def _made_by_another(spark: SparkSession, path: str, wait_s: float = 10.0) -> bo
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     """Whether a Delta table is at ``path``: its log folder where local, else its detail."""
     if driver.enabled(path) or is_local(path):
-        return any(n.endswith(".json") for n in log_files(path).names())
+        try:
+            return any(n.endswith(".json") for n in log_files(path).names())
+        except OSError:  # no log folder (or a file where it would be)
+            return False
     try:
         row = spark.sql(f"DESCRIBE DETAIL {sql_name(path)}").select("format").first()
     except Exception:
@@ -124,7 +128,7 @@ def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
     deadline.check()
-    writer.save(path)
+    writer.save(spark_writes(path))
 
 
 def latest_version(spark: SparkSession, path: str) -> int:
@@ -138,6 +142,8 @@ def latest_version(spark: SparkSession, path: str) -> int:
         names = log_files(path).names()
         versions = [int(n[:20]) for n in names
                     if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+        if not versions:
+            raise FileNotFoundError(f"{path}/_delta_log holds no commit")
         return max(versions)
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
     return int(row[0]) if row is not None else -1
@@ -167,8 +173,11 @@ def earliest_version(spark: SparkSession, path: str) -> int:
     earliest. Local tables: the lowest commit file name, no Spark job."""
     if driver.enabled(path) or is_local(path):
         names = log_files(path).names()
-        return min(int(n[:20]) for n in names
-                   if len(n) == 25 and n.endswith(".json") and n[:20].isdigit())
+        versions = [int(n[:20]) for n in names
+                    if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+        if not versions:
+            raise FileNotFoundError(f"{path}/_delta_log holds no commit")
+        return min(versions)
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.min("version")).first()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
@@ -328,20 +337,20 @@ class Table:
         idempotent write of rows that may have been written before; creates the table
         from the rows' schema when there is none."""
         if not self.exists():
-            rows.limit(0).write.format("delta").mode("append").save(self.path)
+            rows.limit(0).write.format("delta").mode("append").save(spark_writes(self.path))
         merge_into(rows, self.path, condition, ["WHEN NOT MATCHED THEN INSERT *"])
 
     def delete(self, predicate: str) -> None:
         """Delete the rows ``predicate`` (SQL) selects."""
         deadline.check()
-        self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {predicate}")
+        self.spark.sql(f"DELETE FROM {sql_name(spark_writes(self.path))} WHERE {predicate}")
 
     def compact(self, predicate: str) -> None:
         """OPTIMIZE the files ``predicate`` (on partition columns) selects."""
-        self.spark.sql(f"OPTIMIZE {self.sql_name} WHERE {predicate}")
+        self.spark.sql(f"OPTIMIZE {sql_name(spark_writes(self.path))} WHERE {predicate}")
 
     def vacuum(self, hours: float) -> None:
-        self.spark.sql(f"VACUUM {self.sql_name} RETAIN {float(hours)} HOURS")
+        self.spark.sql(f"VACUUM {sql_name(spark_writes(self.path))} RETAIN {float(hours)} HOURS")
 
     def committed_at(self) -> datetime | None:
         """When the latest version was committed: from the log on the driver where the table

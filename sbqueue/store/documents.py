@@ -336,12 +336,19 @@ class ObjectDocumentStore:
         return data, version_of(got[0])
 
     def create(self, name: str, doc: dict[str, Any]) -> None:
-        body = _body(doc)
-        if self._put(name, body, "create"):
-            return
-        got = self._get(name)  # a deleted one's empty object is taken over, if still empty
-        if got is None or got[0] or not self._put(name, body, {"e_tag": got[1]}):
+        if not self._claim(name, _body(doc)):
             raise DocumentExists(name)
+
+    def _claim(self, name: str, body: bytes) -> bool:
+        """Write ``body`` where there is no document (no object, or a deleted one's empty
+        object, still empty); True where it was written. A retried request whose first
+        try landed is refused too: it was ours if the object holds our bytes."""
+        if self._put(name, body, "create"):
+            return True
+        got = self._get(name)
+        if got is not None and got[0] == body:
+            return True
+        return got is not None and not got[0] and self._put(name, body, {"e_tag": got[1]})
 
     def _over(self, name: str, body: bytes, expected: str | None) -> bool:
         """Write ``body`` over the document if it is there (and still ``expected``);
@@ -358,8 +365,7 @@ class ObjectDocumentStore:
         return True
 
     def replace(self, name: str, doc: dict[str, Any], expected: str | None = None) -> None:
-        if not self._over(name, _body(doc), expected) and not self._put(name, _body(doc),
-                                                                       "create"):
+        if not self._over(name, _body(doc), expected) and not self._claim(name, _body(doc)):
             raise DocumentConflict(name)
 
     def delete(self, name: str, expected: str | None = None) -> bool:

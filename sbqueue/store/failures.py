@@ -22,7 +22,7 @@ FULL = "the storage is full"
 # S3 (issue 44): what the AWS environment must fix. The texts name variables, never values.
 BUCKET = "its S3 bucket does not exist"
 CREDENTIALS = ("no valid S3 credentials were found (set AWS_ACCESS_KEY_ID and "
-               "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)")
+               "AWS_SECRET_ACCESS_KEY, and AWS_SESSION_TOKEN for temporary ones)")
 NO_S3A = ("this Spark session has no S3 file system (Hadoop's S3A): the client's operations "
           "run on the driver there, DataFrame and SQL operations on S3 need Spark's S3A "
           "connector (README, 'Object storage')")

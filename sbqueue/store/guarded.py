@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.store import deadline
-from sbqueue.store.sql import sql_name, with_view
+from sbqueue.store.sql import spark_writes, sql_name, with_view
 
 __all__ = [
     "ABSENT",
@@ -152,7 +152,8 @@ def merge_into(source: DataFrame, path: str, condition: str, clauses: Sequence[s
     its metrics row."""
     deadline.check()
     return with_view(source, lambda view: source.sparkSession.sql(
-        f"MERGE INTO {sql_name(path)} t USING {view} s ON {condition} " + " ".join(clauses)))
+        f"MERGE INTO {sql_name(spark_writes(path))} t USING {view} s ON {condition} "
+        + " ".join(clauses)))
 
 
 def apply_guarded(

@@ -40,8 +40,8 @@ def publish(log: Files, version: int, body: str) -> bool:
 
 def commit_actions(log: Files, version: int) -> list[dict[str, Any]]:
     """The actions of commit ``version``, one per line of its file (OSError: not there)."""
-    text = log.read(commit_name(version)).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    text = log.read(commit_name(version)).decode("utf-8")  # lines end at "\n" only (JSON
+    return [json.loads(line) for line in text.split("\n") if line.strip()]  # may hold U+2028)
 
 
 def first_commit_since(log: Files, since: datetime, before: int, depth: int) -> int | None:

@@ -11,8 +11,8 @@ commits and delta-rs's claim versions the same way (decision 040).
 
 Credentials and endpoint come from the AWS environment a user already has
 (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``,
-``AWS_REGION``, ``AWS_PROFILE``), read by obstore and delta-rs themselves: sbqueue never
-holds a secret in a structure it could log.
+``AWS_REGION``), read by obstore and delta-rs themselves: sbqueue never holds a secret in a
+structure it could log. (obstore 0.12 reads no ``AWS_PROFILE``: export a profile's keys.)
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class Files(Protocol):
     def identity(self, name: str) -> str | None: ...  # changes when the file is made again
     def child(self, name: str) -> Files: ...
     def source(self, name: str) -> Any: ...  # what pyarrow reads a file from
+    def prepare(self) -> None: ...  # the folder made where folders exist (a local disk)
 
 
 class LocalFiles:
@@ -64,8 +65,7 @@ class LocalFiles:
     def put_if_absent(self, name: str, data: bytes) -> bool:
         """``link(2)`` of a fully written temporary file: a reader never sees half a file,
         and of two writers exactly one creates it."""
-        target = self.folder / name
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = self.folder / name  # no folder made: a table deleted meanwhile stays gone
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
             temp.write_bytes(data)
@@ -83,10 +83,10 @@ class LocalFiles:
         target.write_bytes(data)
 
     def names(self) -> list[str]:
-        try:
-            return os.listdir(self.folder)
-        except FileNotFoundError:
-            return []
+        return os.listdir(self.folder)  # FileNotFoundError where there is no folder
+
+    def prepare(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
 
     def delete(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -130,7 +130,12 @@ class ObjectFiles:
             obstore.put(self.store, self.key(name), data, mode="create")
             return True
         except (AlreadyExistsError, PreconditionError):
-            return False
+            # A retried request whose first try landed is refused too: ours, if it holds
+            # our bytes (a commit carries its own transaction id).
+            try:
+                return self.read(name) == data
+            except FileNotFoundError:
+                return False
 
     def put(self, name: str, data: bytes) -> None:
         import obstore
@@ -160,6 +165,9 @@ class ObjectFiles:
                 raise
             return None
         return str(meta.get("e_tag") or meta["last_modified"])
+
+    def prepare(self) -> None:
+        """Nothing: an S3 prefix exists as soon as an object is under it."""
 
     def child(self, name: str) -> ObjectFiles:
         return ObjectFiles(self.store, self.key(name), f"{self.where}/{name}")
@@ -206,7 +214,8 @@ def _setup() -> str:
 @functools.lru_cache(maxsize=16)
 def _s3_store(bucket: str, setup: str) -> Any:
     """One obstore client per bucket and AWS environment (its connections are kept); its
-    credentials, region and endpoint are the environment's, read by obstore."""
+    credentials, region and endpoint are the environment's, read by obstore (static keys or a
+session token; an ``AWS_PROFILE`` is not read by obstore 0.12)."""
     from obstore.store import S3Store
 
     return S3Store(bucket, client_options={"allow_http": _allow_http()})

@@ -138,7 +138,10 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         body = _commit(files, version + 1, high, tag, once)
         deadline.check()
         if publish(log, version + 1, body):
-            _remember(log, state, version + 1)
+            try:  # committed: nothing after this may raise (a retry would send twice)
+                _remember(log, state, version + 1)
+            except Exception as exc:
+                logger.debug("state of %s not kept after %s: %r", path, version + 1, exc)
             _checkpoint(path, log, version + 1, state.config)  # never raises: committed
             return version + 1
         latest = _probe(log, version)
@@ -358,7 +361,11 @@ def _floor(log: Files, version: int) -> tuple[int, list[str]]:
         f"{name}.{i:010d}.{count:010d}.parquet" for i in range(1, count + 1)]
     if 0 <= at <= version and all(log.exists(p) for p in parts):
         return at, parts
-    found = [n for n in log.names() if ".checkpoint" in n and n.endswith(".parquet")
+    try:
+        listed = log.names()
+    except FileNotFoundError:
+        listed = []
+    found = [n for n in listed if ".checkpoint" in n and n.endswith(".parquet")
              and n[:20].isdigit() and int(n[:20]) <= version]
     at = max((int(n[:20]) for n in found), default=-1)
     return at, sorted(n for n in found if int(n[:20]) == at)

@@ -73,6 +73,9 @@ def test_s1_1_the_catalog_on_s3_creates_once_and_replaces_what_was_read(s3_root:
     assert store.read("a/x") is None and store.list("a") == []
     store.create("a/x", {"n": 5})  # a deleted name can be created again
     assert store.read("a/x") == {"n": 5}
+    assert store.delete("a/x") is True
+    store.replace("a/x", {"n": 6})  # an unconditional replace writes over a deletion too
+    assert store.read("a/x") == {"n": 6}
 
 
 def test_s1_1_a_queue_created_twice_on_s3_is_the_sdks_exists_error(
@@ -84,6 +87,18 @@ def test_s1_1_a_queue_created_twice_on_s3_is_the_sdks_exists_error(
     with pytest.raises(ResourceExistsError):
         admin.create_queue("q")
     assert [q.name for q in admin.list_queues()] == ["q"]
+
+
+def _drain(root: str, spark: Any) -> list[str]:
+    """Receive and complete every message of queue ``q``; their bodies, in order."""
+    bodies: list[str] = []
+    with ServiceBusClient(root, spark=spark).get_queue_receiver(
+            "q", max_wait_time=5) as receiver:
+        while batch := receiver.receive_messages(50):
+            bodies += [str(m) for m in batch]
+            for m in batch:
+                receiver.complete_message(m)
+    return bodies
 
 
 _SENDER = textwrap.dedent("""
@@ -113,13 +128,7 @@ def test_senders_in_three_processes_lose_nothing_on_s3(
     log = log_files(entity.inbox.path)
     versions = [v for v in range(0, 40) if has_commit(log, v)]
     assert versions == list(range(31))  # the create and 30 sends, none lost or doubled
-    bodies = []
-    with ServiceBusClient(s3_root, spark=spark).get_queue_receiver(
-            "q", max_wait_time=5) as receiver:
-        while batch := receiver.receive_messages(50):
-            bodies += [str(m) for m in batch]
-            for m in batch:
-                receiver.complete_message(m)
+    bodies = _drain(s3_root, spark)
     assert sorted(bodies) == sorted(f"p{n}-{i}-{k}" for n in range(3) for i in range(10)
                                     for k in range(3))
     assert json.dumps(sorted(set(bodies))) == json.dumps(sorted(bodies))  # each once
@@ -237,13 +246,7 @@ def test_a_receiver_killed_on_s3_loses_nothing(spark: Any, s3_root: str, tmp_pat
     done = {line.split(" ", 1)[1] for line in lines if line.startswith("completed ")}
     trying = {line.split(" ", 1)[1] for line in lines if line.startswith("completing ")}
     time.sleep(6)  # its locks run out (5 s)
-    got: list[str] = []
-    with ServiceBusClient(s3_root, spark=spark).get_queue_receiver(
-            "q", max_wait_time=5) as receiver:
-        while batch := receiver.receive_messages(20):
-            got += [str(m) for m in batch]
-            for m in batch:
-                receiver.complete_message(m)
+    got = _drain(s3_root, spark)
     assert len(done) >= 12 and not done & set(got) and len(got) == len(set(got))
     lost = bodies - done - set(got)
     assert lost <= trying - done and len(lost) <= 1  # only the one it was completing
