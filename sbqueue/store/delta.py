@@ -36,7 +36,7 @@ from sbqueue.store import deadline, driver, log_reads
 from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
 from sbqueue.store.location import is_local, local_path
-from sbqueue.store.logfiles import log_files
+from sbqueue.store.logfiles import commit_versions, log_files
 from sbqueue.store.sql import spark_writes, sql_name
 
 __all__ = [
@@ -139,12 +139,7 @@ def latest_version(spark: SparkSession, path: str) -> int:
     only the log and works over Spark Connect too.
     """
     if driver.enabled(path) or is_local(path):
-        names = log_files(path).names()
-        versions = [int(n[:20]) for n in names
-                    if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
-        if not versions:
-            raise FileNotFoundError(f"{path}/_delta_log holds no commit")
-        return max(versions)
+        return max(commit_versions(path))
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
     return int(row[0]) if row is not None else -1
 
@@ -172,12 +167,7 @@ def earliest_version(spark: SparkSession, path: str) -> int:
     after ``delta.logRetentionDuration``): the change data feed can start there at the
     earliest. Local tables: the lowest commit file name, no Spark job."""
     if driver.enabled(path) or is_local(path):
-        names = log_files(path).names()
-        versions = [int(n[:20]) for n in names
-                    if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
-        if not versions:
-            raise FileNotFoundError(f"{path}/_delta_log holds no commit")
-        return min(versions)
+        return min(commit_versions(path))
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg(F.min("version")).first()
     return int(row[0]) if row is not None and row[0] is not None else 0
 

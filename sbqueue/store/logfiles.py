@@ -14,8 +14,8 @@ from typing import Any
 
 from sbqueue.store.objects import Files, files_at
 
-__all__ = ["commit_actions", "commit_name", "first_commit_since", "has_commit", "log_files",
-           "publish"]
+__all__ = ["commit_actions", "commit_name", "commit_versions", "first_commit_since",
+           "has_commit", "log_files", "publish"]
 
 
 def log_files(path: str) -> Files:
@@ -26,6 +26,16 @@ def log_files(path: str) -> Files:
 def commit_name(version: int) -> str:
     """The file name of commit ``version`` (Delta's protocol name)."""
     return f"{version:020d}.json"
+
+
+def commit_versions(path: str) -> list[int]:
+    """The versions whose commit files the log of the table at ``path`` holds (one
+    listing); FileNotFoundError where it holds none."""
+    versions = [int(n[:20]) for n in log_files(path).names()
+                if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    if not versions:
+        raise FileNotFoundError(f"{path}/_delta_log holds no commit")
+    return versions
 
 
 def has_commit(log: Files, version: int) -> bool:
