@@ -31,16 +31,17 @@ namespace_option = click.option(
 
 
 def quiet_session() -> Any:
-    """The SparkSession, started with the JVM's stdout and stderr on /dev/null: no Ivy
+    """The SparkSession, started (the first time a step needs it: ``spark.lazy``) with the JVM's stdout and stderr on /dev/null: no Ivy
     report or Spark log lines on the terminal. Errors still reach Python as exceptions
     (and ``run`` prints them as one line)."""
-    from pyspark.sql import SparkSession
+    from sbqueue.spark.lazy import when_needed
 
+    return when_needed(_quietly_built)
+
+
+def _quietly_built() -> Any:
     from sbqueue.spark import get_session
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)

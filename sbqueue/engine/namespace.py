@@ -102,9 +102,9 @@ class Namespace:
         messaging_partitions: int | None = None,
     ) -> None:
         if spark is None:
-            from sbqueue.spark import get_session
+            from sbqueue.spark.lazy import when_needed
 
-            spark = get_session()
+            spark = when_needed()  # no JVM until a step needs Spark (issue 45)
         self.spark = spark
         self.root = normalize_root(root)
         # local or spark, chosen once before anything is read (``store.executor``)

@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sbqueue.spark.lazy import started
 from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline, driver, log_reads
 from sbqueue.store.created import create_here
@@ -85,9 +86,10 @@ def creates_here(spark: SparkSession, path: str) -> bool:
     """Whether a new table at ``path`` is made on the driver: where commits are made here
     and the session sets no default properties for new Delta tables (Spark's create
     applies them, and may derive another protocol). Reading the session's settings is a
-    round trip per setting (70-90 ms), so an entity's create asks once for its tables."""
-    return driver.commits_enabled(path) and not any(
-        key.startswith(_DEFAULTS) for key in spark.conf.getAll)
+    round trip per setting (70-90 ms), so an entity's create asks once for its tables. A
+    session not started yet (``spark.lazy``) has none: it is not asked, so no JVM starts."""
+    return driver.commits_enabled(path) and (not started(spark) or not any(
+        key.startswith(_DEFAULTS) for key in spark.conf.getAll))
 
 
 def _made_by_another(spark: SparkSession, path: str, wait_s: float = 10.0) -> bool:
