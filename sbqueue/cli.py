@@ -41,7 +41,7 @@ def demo(namespace: str, messages: int, batch: int) -> None:
     from sbqueue.demo import run_demo
 
     console.print(f"[bold]sbqueue demo[/] on namespace [cyan]{namespace}[/]")
-    quiet_session()
+    quiet_session(namespace, now=True)
     report = run_demo(namespace, messages=messages, batch=batch)
     table = Table(title=f"queue {report.queue}: messages per partition")
     table.add_column("partition", justify="right")
@@ -71,12 +71,22 @@ def demo(namespace: str, messages: int, batch: int) -> None:
 _PASS_THROUGH = {"ignore_unknown_options": True, "help_option_names": []}
 
 
+def _namespace_of(args: tuple[str, ...]) -> str | None:
+    """The ``--namespace`` a job's arguments name (its session needs S3A for an S3 one)."""
+    for n, arg in enumerate(args):
+        if arg == "--namespace" and n + 1 < len(args):
+            return args[n + 1]
+        if arg.startswith("--namespace="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("SBQUEUE_NAMESPACE")
+
+
 def _job(module: str, args: tuple[str, ...]) -> None:
     """Run a job's ``main`` with these arguments in a quiet session; its exit code."""
     import importlib
 
     if not {"-h", "--help"} & set(args):
-        quiet_session()
+        quiet_session(_namespace_of(args), now=True)
     code = importlib.import_module(f"sbqueue.jobs.{module}").main(list(args))
     if code:
         raise SystemExit(code)
@@ -99,11 +109,14 @@ def maintain(args: tuple[str, ...]) -> None:
 
 
 @main.command("spark-conf")
-def spark_conf() -> None:
+@click.option("--store", type=click.Choice(["local", "s3"]), default="local",
+              show_default=True, help="where the namespaces live: s3 adds S3A and the "
+              "put-if-absent log store (credentials come from the AWS environment)")
+def spark_conf(store: str) -> None:
     """Print the path of a spark-submit --properties-file for this machine."""
     from sbqueue.spark import submit_properties
 
-    click.echo(str(submit_properties()))
+    click.echo(str(submit_properties(store)))
 
 
 @main.group()

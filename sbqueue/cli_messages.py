@@ -24,7 +24,7 @@ __all__ = ["peek", "receive", "send"]
 def _client(namespace: str) -> Any:
     from sbqueue.client import ServiceBusClient
 
-    return ServiceBusClient(namespace, spark=quiet_session())
+    return ServiceBusClient(namespace, spark=quiet_session(namespace))
 
 
 def _receiver(namespace: str, queue: str, dead_letter: bool, **options: Any) -> Any:

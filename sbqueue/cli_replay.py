@@ -42,7 +42,7 @@ def replay(namespace: str, source: str, as_of: str, destination: str, where: str
     from sbqueue.engine.reads.replay import REPLAYED_FROM
 
     when = _when(as_of)
-    entity = Namespace.existing(namespace, quiet_session()).entity(source)
+    entity = Namespace.existing(namespace, quiet_session(namespace)).entity(source)
     result = entity.replay(when, destination, where)
     if as_json:
         click.echo(json.dumps({"source": source, "as_of": as_of, "to": destination,

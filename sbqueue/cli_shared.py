@@ -30,16 +30,18 @@ namespace_option = click.option(
 )
 
 
-def quiet_session() -> Any:
-    """The SparkSession, started (the first time a step needs it: ``spark.lazy``) with the JVM's stdout and stderr on /dev/null: no Ivy
+def quiet_session(root: str | None = None, *, now: bool = False) -> Any:
+    """The SparkSession for a namespace at ``root``, started (``now``, or the first time a
+    step needs it: ``spark.lazy``) with the JVM's stdout and stderr on /dev/null: no Ivy
     report or Spark log lines on the terminal. Errors still reach Python as exceptions
     (and ``run`` prints them as one line)."""
-    from sbqueue.spark.lazy import when_needed
+    from sbqueue.spark.lazy import LazySession, when_needed
 
-    return when_needed(_quietly_built)
+    session = when_needed(root, _quietly_built)
+    return session.resolve() if now and isinstance(session, LazySession) else session
 
 
-def _quietly_built() -> Any:
+def _quietly_built(extra: dict[str, str]) -> Any:
     from sbqueue.spark import get_session
 
     sys.stdout.flush()
@@ -49,7 +51,7 @@ def _quietly_built() -> Any:
     try:
         os.dup2(null, 1)
         os.dup2(null, 2)
-        return get_session("sbqueue-cli")
+        return get_session("sbqueue-cli", extra_conf=extra)
     finally:
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
@@ -62,7 +64,8 @@ def admin_client(namespace: str, spark: bool = True) -> Any:
     (they answer without starting Spark)."""
     from sbqueue.management import ServiceBusAdministrationClient
 
-    return ServiceBusAdministrationClient(namespace, spark=quiet_session() if spark else None)
+    return ServiceBusAdministrationClient(namespace,
+                                          spark=quiet_session(namespace) if spark else None)
 
 
 def parse_props(pairs: tuple[str, ...]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Built on Spark's Python Data Source API, so it works on classic Spark and over Spark
 Connect alike. Its methods run in Python workers with no SparkSession: they use the
-engine's driver paths over a local (or mounted) namespace folder. Spark registers it by
+engine's driver paths over a local (or mounted) namespace folder or an S3 prefix (their
+workers need the AWS environment the driver has). Spark registers it by
 itself wherever sbqueue is installed, through the top-level ``pyspark_sbqueue`` module
 (issue 41); ``register`` does it for one session.
 """

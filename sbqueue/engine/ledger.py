@@ -172,16 +172,20 @@ class Ledger(Table):
                                      lock_token=token, enqueued_time_utc=written_at)
                           for seq, token in locks], tag)
 
+    def _written(self) -> str:
+        """The ledger's SQL name for a Spark write (``spark_writes``)."""
+        return sql_name(spark_writes(self.spark, self.path))
+
     def delete_where(self, where: str) -> int:
         """One keyed Delta DELETE (``where``: SQL with literal partitions); rows deleted."""
         deadline.check()
-        row = self.spark.sql(f"DELETE FROM {sql_name(spark_writes(self.path))} WHERE {where}"
+        row = self.spark.sql(f"DELETE FROM {self._written()} WHERE {where}"
                              ).first()
         return int(row[0]) if row is not None else 0
 
     def update_where(self, sets: str, where: str) -> int:
         """One keyed Delta UPDATE; rows updated."""
         deadline.check()
-        row = self.spark.sql(f"UPDATE {sql_name(spark_writes(self.path))} SET {sets} WHERE "
+        row = self.spark.sql(f"UPDATE {self._written()} SET {sets} WHERE "
                              f"{where}").first()
         return int(row[0]) if row is not None else 0

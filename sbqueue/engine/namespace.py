@@ -101,12 +101,12 @@ class Namespace:
         sku: str | Sku | None = None,
         messaging_partitions: int | None = None,
     ) -> None:
+        self.root = normalize_root(root)
         if spark is None:
             from sbqueue.spark.lazy import when_needed
 
-            spark = when_needed()  # no JVM until a step needs Spark (issue 45)
+            spark = when_needed(self.root)  # no JVM until a step needs Spark (issue 45)
         self.spark = spark
-        self.root = normalize_root(root)
         # local or spark, chosen once before anything is read (``store.executor``)
         self.executor: Executor = opened(self.root, is_connect(spark))
         self.catalog = _open_catalog(self.root, spark)
@@ -131,16 +131,17 @@ class Namespace:
 
     @classmethod
     def without_spark(cls, root: str, where: str) -> Namespace:
-        """The existing namespace at a local ``root``, opened in a process with no Spark
-        (a Python data source's worker): only the engine's driver paths work; anything else
-        raises ``SparkSetupError`` naming ``where`` (``spark.absent``)."""
+        """The existing namespace at ``root`` (a local folder or an S3 prefix, which the
+        local executor serves), opened in a process with no Spark (a Python data source's
+        worker): only the engine's driver paths work; anything else raises
+        ``SparkSetupError`` naming ``where`` (``spark.absent``)."""
         from sbqueue.spark.absent import NoSpark
 
-        if not is_local(root):
+        if not (is_local(root) or is_s3(root)):
             raise InvalidOperationError(
-                f"{where}: namespace {root!r} is not a local folder; the sbqueue data source "
-                "reads and writes local (or mounted) folders only: use the DataFrame API "
-                "in foreachBatch on cloud storage (decision 024)")
+                f"{where}: namespace {root!r} is neither a local folder nor S3; the sbqueue "
+                "data source reads and writes local (or mounted) folders and S3 prefixes "
+                "only: use the DataFrame API in foreachBatch on other stores (decision 024)")
         return cls.existing(root, cast("SparkSession", NoSpark(where)))
 
     @classmethod

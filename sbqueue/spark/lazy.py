@@ -52,20 +52,24 @@ class LazySession:
         return f"LazySession(started={self.started})"
 
 
-def when_needed(build: Callable[[], SparkSession] | None = None) -> SparkSession:
-    """The session a namespace opens with: one that exists now (or costs no new JVM:
-    spark-submit, Spark Connect, Databricks) as is, else a ``LazySession`` of ``build``
-    (default ``get_session``)."""
+def when_needed(root: str | None = None,
+                build: Callable[[dict[str, str]], SparkSession] | None = None) -> SparkSession:
+    """The session a namespace at ``root`` opens with: one that exists now (or costs no
+    new JVM: spark-submit, Spark Connect, Databricks) as is, else a ``LazySession`` that
+    calls ``build`` (default ``get_session``) with the extra confs ``root`` needs (S3A for
+    an S3 prefix: ``spark.s3a``)."""
     from pyspark.sql import SparkSession
 
-    from sbqueue.spark.session import configured_elsewhere, get_session
+    from sbqueue.spark.session import configured_elsewhere, get_session, store_conf
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     if configured_elsewhere() is not None:
         return get_session()
-    return cast("SparkSession", LazySession(build or get_session))
+    extra = store_conf(root)
+    chosen = build or (lambda conf: get_session(extra_conf=conf))
+    return cast("SparkSession", LazySession(lambda: chosen(extra)))
 
 
 def started(spark: object) -> bool:

@@ -1,9 +1,11 @@
-"""Build (once per machine) the jar of the cross-process safe local Delta log store.
+"""Build (once per machine) the jar of sbqueue's Delta log stores.
 
-The Java source ships with the package (``java/LinkLogStore.java``); it is compiled against
-the ``delta-storage`` jar that Spark's Ivy resolution downloads, and cached under
-``~/.cache/sbqueue/jars`` keyed by the source and the Delta version. Why a log store at all:
-docs/decisions/002-local-log-store.md.
+Two stores, whose Java sources ship with the package (``java/``): ``LinkLogStore``, safe
+across processes on a local folder (docs/decisions/002-local-log-store.md), and
+``PutIfAbsentLogStore``, which claims versions on S3 by conditional writes as the driver's
+commits and delta-rs do (decision 042). They are compiled against the ``delta-storage`` jar
+that Spark's Ivy resolution downloads and Spark's own Hadoop, and cached under
+``~/.cache/sbqueue/jars`` keyed by the sources and the packages.
 """
 
 from __future__ import annotations
@@ -19,10 +21,13 @@ from pathlib import Path
 from sbqueue.exceptions import SparkSetupError
 from sbqueue.spark.paths import cache_dir
 
-__all__ = ["LOGSTORE_CLASS", "ensure_logstore_jar"]
+__all__ = ["LOGSTORE_CLASS", "PUT_IF_ABSENT_CLASS", "ensure_logstore_jar"]
 
 LOGSTORE_CLASS = "io.sbqueue.storage.LinkLogStore"
-_SOURCE = Path(__file__).resolve().parent / "java" / "LinkLogStore.java"
+# S3 and other stores with conditional writes (decision 042)
+PUT_IF_ABSENT_CLASS = "io.sbqueue.storage.PutIfAbsentLogStore"
+_SOURCES = tuple(Path(__file__).resolve().parent / "java" / name
+                 for name in ("LinkLogStore.java", "PutIfAbsentLogStore.java"))
 
 
 def _pyspark_home() -> Path:
@@ -75,7 +80,8 @@ def _resolve_packages(conf: dict[str, str]) -> None:
 
 def ensure_logstore_jar(conf: dict[str, str]) -> Path:
     """Return the path of the log store jar, resolving and compiling it if needed."""
-    key = hashlib.sha256(_SOURCE.read_bytes() + conf["spark.jars.packages"].encode()).hexdigest()
+    key = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES)
+                         + conf["spark.jars.packages"].encode()).hexdigest()
     jar = cache_dir() / "jars" / f"sbqueue-logstore-{key[:16]}.jar"
     if jar.exists():
         return jar
@@ -91,7 +97,7 @@ def ensure_logstore_jar(conf: dict[str, str]) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         result = subprocess.run(
             [_tool("javac"), "--release", "17", "-nowarn", "-cp", classpath,
-             "-d", tmp, str(_SOURCE)],
+             "-d", tmp, *(str(p) for p in _SOURCES)],
             capture_output=True, text=True,
         )
         if result.returncode != 0:

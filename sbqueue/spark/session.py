@@ -23,6 +23,7 @@ from sbqueue.exceptions import ServiceBusCommunicationError, SparkSetupError
 from sbqueue.spark.jars import PACKAGES, record_of, record_resolved, use_resolved
 from sbqueue.spark.logstore import LOGSTORE_CLASS, ensure_logstore_jar
 from sbqueue.spark.paths import cache_dir, conf_dir
+from sbqueue.spark.s3a import is_s3_root, s3a_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,6 +35,7 @@ __all__ = [
     "release_aborted_writes",
     "speaks_delta_errors",
     "stop_session",
+    "store_conf",
     "submit_properties",
 ]
 
@@ -59,9 +61,19 @@ def local_conf() -> dict[str, str]:
     return conf
 
 
-def submit_properties() -> Path:
+def store_conf(root: str | None) -> dict[str, str]:
+    """The confs a local session adds for a namespace at ``root``: S3A and the put-if-absent
+    log store for an S3 prefix (``spark.s3a``), else none."""
+    if root is None or not is_s3_root(root):
+        return {}
+    return s3a_conf(local_conf()[PACKAGES])
+
+
+def submit_properties(store: str = "local") -> Path:
     """A ``--properties-file`` for spark-submit on this machine: the package defaults, the
-    Ivy cache and settings, and the cross-process safe log store for local folders.
+    Ivy cache and settings, and the cross-process safe log store for local folders; with
+    ``store="s3"`` also S3A and the put-if-absent log store (no credential: S3A reads
+    the AWS environment).
 
     Written to the cache folder (its paths are machine-specific) and rewritten each call.
     """
@@ -69,7 +81,10 @@ def submit_properties() -> Path:
     conf = local_conf()
     conf["spark.jars"] = str(ensure_logstore_jar(conf))
     conf["spark.delta.logStore.file.impl"] = LOGSTORE_CLASS
-    target = cache_dir() / "spark-submit.conf"
+    if store == "s3":
+        conf.update(s3a_conf(conf[PACKAGES]))
+    name = "spark-submit.conf" if store == "local" else f"spark-submit-{store}.conf"
+    target = cache_dir() / name
     staged = target.with_suffix(f".{os.getpid()}.tmp")
     staged.write_text("".join(f"{key} {value}\n" for key, value in sorted(conf.items())))
     os.replace(staged, target)

@@ -68,7 +68,7 @@ def create_table(
         if partition_by else ""
     props = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
     try:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {sql_name(spark_writes(path))} ({columns}) "
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {sql_name(spark_writes(spark, path))} ({columns}) "
                   "USING delta"
                   f"{parts}{f' TBLPROPERTIES ({props})' if props else ''}")
     except DELTA_CONFLICTS:
@@ -130,7 +130,7 @@ def append(df: DataFrame, path: str, *, txn: tuple[str, int] | None = None,
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1]))
     deadline.check()
-    writer.save(spark_writes(path))
+    writer.save(spark_writes(df.sparkSession, path))
 
 
 def latest_version(spark: SparkSession, path: str) -> int:
@@ -329,20 +329,25 @@ class Table:
         idempotent write of rows that may have been written before; creates the table
         from the rows' schema when there is none."""
         if not self.exists():
-            rows.limit(0).write.format("delta").mode("append").save(spark_writes(self.path))
+            rows.limit(0).write.format("delta").mode("append").save(
+                spark_writes(self.spark, self.path))
         merge_into(rows, self.path, condition, ["WHEN NOT MATCHED THEN INSERT *"])
+
+    def _written(self) -> str:
+        """The table's SQL name for a Spark write (``spark_writes``)."""
+        return sql_name(spark_writes(self.spark, self.path))
 
     def delete(self, predicate: str) -> None:
         """Delete the rows ``predicate`` (SQL) selects."""
         deadline.check()
-        self.spark.sql(f"DELETE FROM {sql_name(spark_writes(self.path))} WHERE {predicate}")
+        self.spark.sql(f"DELETE FROM {self._written()} WHERE {predicate}")
 
     def compact(self, predicate: str) -> None:
         """OPTIMIZE the files ``predicate`` (on partition columns) selects."""
-        self.spark.sql(f"OPTIMIZE {sql_name(spark_writes(self.path))} WHERE {predicate}")
+        self.spark.sql(f"OPTIMIZE {self._written()} WHERE {predicate}")
 
     def vacuum(self, hours: float) -> None:
-        self.spark.sql(f"VACUUM {sql_name(spark_writes(self.path))} RETAIN {float(hours)} HOURS")
+        self.spark.sql(f"VACUUM {self._written()} RETAIN {float(hours)} HOURS")
 
     def committed_at(self) -> datetime | None:
         """When the latest version was committed: from the log on the driver where the table

@@ -151,8 +151,9 @@ def merge_into(source: DataFrame, path: str, condition: str, clauses: Sequence[s
     """One ``MERGE INTO`` the table at ``path`` (alias ``t``) from ``source`` (alias ``s``);
     its metrics row."""
     deadline.check()
+    target = sql_name(spark_writes(source.sparkSession, path))
     return with_view(source, lambda view: source.sparkSession.sql(
-        f"MERGE INTO {sql_name(spark_writes(path))} t USING {view} s ON {condition} "
+        f"MERGE INTO {target} t USING {view} s ON {condition} "
         + " ".join(clauses)))
 
 

@@ -9,9 +9,10 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from sbqueue.exceptions import StorageFailureError
+from sbqueue.spark.s3a import has_s3a
 from sbqueue.store.location import is_s3
 
 __all__ = ["spark_writes", "sql_name", "with_view"]
@@ -24,18 +25,32 @@ def sql_name(path: str) -> str:
     return f"delta.`{path}`"
 
 
-def spark_writes(path: str) -> str:
-    """``path``, where Spark may commit to it; on S3 a ``StorageFailureError``: Delta 4.4
-    has no S3 log store that claims versions the way the driver's commits and delta-rs do
-    (conditional writes), so a Spark commit beside them could overwrite one (decision
-    040). Every Spark write of the store asks this first; nothing is written."""
-    if is_s3(path):
+def spark_writes(spark: SparkSession, path: str) -> str:
+    """``path``, where ``spark`` may commit to it. On S3 that needs the session's
+    put-if-absent log store (``spark.s3a``, decision 042): Delta's own S3 store checks,
+    then writes, so a Spark commit beside the driver's and delta-rs's could overwrite one
+    (decision 040); without it a ``StorageFailureError``, and nothing is written. Every
+    Spark write of the store asks this first."""
+    if is_s3(path) and not _writes_s3(spark):
         raise StorageFailureError(
-            f"{path}: Spark does not commit to S3 namespaces (no commit protocol it shares "
-            "with the driver's commits there): DataFrame and SQL writes on S3 need Spark's "
-            "S3A connector and that protocol (README, 'Object storage'); nothing was "
+            f"{path}: this Spark session does not commit to S3 the way the driver's "
+            "commits and delta-rs do (put-if-absent): open the namespace without a session "
+            "so sbqueue starts one with S3A, or start yours with the confs of "
+            "'sbqueue spark-conf --store s3' (README, 'Object storage'); nothing was "
             "written")
     return path
+
+
+_checked: dict[int, tuple[object, bool]] = {}  # id(session) -> (session, has the store)
+
+
+def _writes_s3(spark: SparkSession) -> bool:
+    """``has_s3a`` once per session (a conf read is a round trip)."""
+    seen = _checked.get(id(spark))
+    if seen is None or seen[0] is not spark:
+        seen = (spark, has_s3a(spark))
+        _checked[id(spark)] = seen
+    return seen[1]
 
 
 def with_view(df: DataFrame, run: Callable[[str], T]) -> T:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -37,9 +38,32 @@ def test_a_commit_into_a_log_folder_that_is_gone_makes_no_folder(tmp_path: Path)
     assert log.names() == [] and publish(log, 0, "{}\n")
 
 
+class _Conf:
+    """A session's conf as ``has_s3a`` reads it (pure logic: which log store is set)."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+
+    def get(self, key: str, default: str = "") -> str:
+        return self.values.get(key, default)
+
+
+class _Session:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.conf = _Conf(values)
+
+
 def test_spark_commits_only_where_it_shares_the_commit_protocol(tmp_path: Path) -> None:
-    assert spark_writes(str(tmp_path)) == str(tmp_path)
-    assert spark_writes("abfss://c@a.dfs.core.windows.net/t") == "abfss://c@a.dfs.core.windows.net/t"
+    """Decisions 040, 042: Spark commits to S3 only with the put-if-absent log store."""
+    from sbqueue.spark.logstore import PUT_IF_ABSENT_CLASS
+
+    plain = cast(Any, _Session({}))
+    assert spark_writes(plain, str(tmp_path)) == str(tmp_path)
+    assert spark_writes(plain, "abfss://c@a.dfs.core.windows.net/t") == \
+        "abfss://c@a.dfs.core.windows.net/t"
+    ours = cast(Any, _Session({f"spark.delta.logStore.{s}.impl": PUT_IF_ABSENT_CLASS
+                               for s in ("s3", "s3a")}))
     for path in ("s3://b/ns/entities/x/inbox", "s3a://b/ns/entities/x/ledger"):
-        with pytest.raises(StorageFailureError, match="Spark does not commit to S3"):
-            spark_writes(path)
+        with pytest.raises(StorageFailureError, match="does not commit to S3"):
+            spark_writes(plain, path)
+        assert spark_writes(ours, path) == path
