@@ -32,7 +32,10 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
+from sbqueue.spark.lazy import started
+from sbqueue.spark.s3a import aws_env_of
 from sbqueue.spark.session import is_connect
+from sbqueue.store.aws import complete as complete_aws
 from sbqueue.store.delta import creates_here
 from sbqueue.store.documents import open_document_store
 from sbqueue.store.executor import Executor, opened
@@ -41,7 +44,7 @@ from sbqueue.store.location import driver_uri, is_local, is_s3, local_path
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Namespace", "normalize_root"]
+__all__ = ["Namespace", "normalize_root", "settle_aws"]
 
 D = TypeVar("D", bound=EntityDefinition)
 
@@ -63,6 +66,14 @@ def normalize_root(root: str) -> str:
                     f"namespace {root!r}: {folder} is a file, not a folder (S1.1)")
             break
     return str(path)
+
+
+def settle_aws(root: str, spark: SparkSession | None) -> None:
+    """For an S3 ``root``: the AWS variables that the session's S3A confs or a named profile
+    give, added where the environment lacks them (``store.aws``), before any client is
+    made, so the driver and a JVM started later reach the store Spark does."""
+    if is_s3(root):
+        complete_aws(aws_env_of(spark) if spark is not None and started(spark) else {})
 
 
 def _open_catalog(root: str, spark: SparkSession) -> Catalog:
@@ -107,6 +118,7 @@ class Namespace:
 
             spark = when_needed(self.root)  # no JVM until a step needs Spark (issue 45)
         self.spark = spark
+        settle_aws(self.root, spark)
         # local or spark, chosen once before anything is read (``store.executor``)
         self.executor: Executor = opened(self.root, is_connect(spark))
         self.catalog = _open_catalog(self.root, spark)

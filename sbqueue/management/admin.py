@@ -35,7 +35,7 @@ from sbqueue.core.rules import (
     TrueRuleFilter,
 )
 from sbqueue.engine.catalog import Catalog
-from sbqueue.engine.namespace import Namespace, normalize_root
+from sbqueue.engine.namespace import Namespace, normalize_root, settle_aws
 from sbqueue.engine.storage_guard import definition_guarded
 from sbqueue.exceptions import (
     InvalidOperationError,
@@ -103,6 +103,7 @@ class ServiceBusAdministrationClient:
         Spark (so ``queue list`` answers at once)."""
         if self._namespace is None and not delta_documents(self._namespace_root):
             root = normalize_root(self._namespace_root)
+            settle_aws(root, self._spark)
             return Catalog(open_document_store(root), root)  # a folder's, or S3 objects
         return self.namespace.catalog
 

@@ -23,7 +23,7 @@ from sbqueue.spark.logstore import PUT_IF_ABSENT_CLASS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["S3A_PACKAGES", "has_s3a", "is_s3_root", "s3a_conf"]
+__all__ = ["S3A_PACKAGES", "aws_env_of", "has_s3a", "is_s3_root", "s3a_conf"]
 
 # hadoop-aws matches the Hadoop of Spark 4.2's pip package (hadoop-client-api 3.5.0); the
 # SDK version is the one its pom names (aws-java-sdk-v2.version).
@@ -77,3 +77,33 @@ def has_s3a(spark: SparkSession) -> bool:
                    PUT_IF_ABSENT_CLASS for scheme in ("s3", "s3a"))
     except Exception:  # a conf Connect does not show: not ours
         return False
+
+
+# A session's S3A settings and the AWS variables the driver's clients read for the same.
+_AS_ENV = (("fs.s3a.endpoint", "AWS_ENDPOINT_URL"), ("fs.s3a.endpoint.region", "AWS_REGION"),
+           ("fs.s3a.access.key", "AWS_ACCESS_KEY_ID"),
+           ("fs.s3a.secret.key", "AWS_SECRET_ACCESS_KEY"),
+           ("fs.s3a.session.token", "AWS_SESSION_TOKEN"))
+
+
+def aws_env_of(spark: SparkSession) -> dict[str, str]:
+    """The AWS variables that a session's ``spark.hadoop.fs.s3a.*`` confs set (a user who
+    configured Spark only), so the driver's reads and commits reach the store Spark does.
+    An endpoint without a scheme gets the one ``fs.s3a.connection.ssl.enabled`` implies."""
+    found: dict[str, str] = {}
+    for key, variable in _AS_ENV:
+        value = _conf(spark, f"spark.hadoop.{key}")
+        if value:
+            found[variable] = value
+    endpoint = found.get("AWS_ENDPOINT_URL")
+    if endpoint and "://" not in endpoint:
+        ssl = _conf(spark, "spark.hadoop.fs.s3a.connection.ssl.enabled").lower() != "false"
+        found["AWS_ENDPOINT_URL"] = f"{'https' if ssl else 'http'}://{endpoint}"
+    return found
+
+
+def _conf(spark: SparkSession, key: str) -> str:
+    try:
+        return str(spark.conf.get(key, "") or "")
+    except Exception:  # a conf Connect does not show
+        return ""

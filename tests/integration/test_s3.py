@@ -278,3 +278,67 @@ def test_the_cli_on_an_s3_namespace(s3_root: str, s3_endpoint: str) -> None:
     stats = cli("stats", "--namespace", root)
     assert "orders" in stats and "executor: local" in stats
     assert "orders" in cli("queue", "list", "--namespace", root)
+
+
+_AWS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+        "AWS_REGION", "AWS_PROFILE")
+
+
+def _round_trip(root: str, spark: Any = None) -> list[str]:
+    ServiceBusAdministrationClient(root, spark=spark).create_queue("q")
+    with ServiceBusClient(root, spark=spark).get_queue_sender("q") as sender:
+        sender.send_messages(ServiceBusMessage("via the session"))
+    return _drain(root, spark)
+
+
+def test_a_session_s_s3a_confs_serve_the_driver_too(
+        spark: Any, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44 point 1: a user who configured S3 only in the session's
+    ``spark.hadoop.fs.s3a.*`` confs (no AWS variable) gets the local executor's reads and
+    commits on that store: one setting serves Spark and the driver."""
+    from s3_server import ACCESS_KEY, SECRET_KEY, fresh_root
+
+    for name in _AWS:
+        monkeypatch.setenv(name, "")  # unset, and put back after the test
+    confs = {"endpoint": s3_endpoint.removeprefix("http://"),
+             "connection.ssl.enabled": "false", "access.key": ACCESS_KEY,
+             "secret.key": SECRET_KEY, "endpoint.region": "us-east-1"}
+    try:
+        for key, value in confs.items():
+            spark.conf.set(f"spark.hadoop.fs.s3a.{key}", value)
+        assert _round_trip(fresh_root(), spark) == ["via the session"]
+    finally:
+        for key in confs:
+            spark.conf.unset(f"spark.hadoop.fs.s3a.{key}")
+
+
+_PROFILE_PROGRAM = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    from test_s3 import _round_trip
+    print(_round_trip(sys.argv[1]))
+""")
+
+
+def test_a_named_aws_profile_serves_an_s3_namespace(s3_endpoint: str, tmp_path: Any) -> None:
+    """Issue 44 point 1: ``AWS_PROFILE`` names the keys (in the shared credentials file) and
+    region; a client program with no key in its environment, and no JVM, uses them."""
+    import os
+    from pathlib import Path
+
+    from s3_server import ACCESS_KEY, SECRET_KEY, fresh_root
+
+    (tmp_path / "credentials").write_text(
+        f"[moto]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+    (tmp_path / "config").write_text("[profile moto]\nregion = us-east-1\n")
+    env = {k: v for k, v in os.environ.items() if k not in _AWS}
+    env.update(AWS_PROFILE="moto", AWS_ENDPOINT_URL=s3_endpoint,
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"),
+               AWS_CONFIG_FILE=str(tmp_path / "config"))
+    script = tmp_path / "program.py"
+    script.write_text(_PROFILE_PROGRAM)
+    done = subprocess.run([sys.executable, str(script), fresh_root(),
+                           str(Path(__file__).resolve().parent)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "['via the session']"

@@ -294,28 +294,33 @@ def test_a_spark_submit_job_with_the_s3_properties_file_sends_to_s3(
     assert props.active_message_count == 20
 
 
-def test_the_forward_and_maintain_jobs_run_on_an_s3_namespace(s3_root: str) -> None:
+def test_the_jobs_and_replay_run_on_an_s3_namespace(s3_root: str) -> None:
     """Issue 44 point 4: the jobs as the CLI runs them on an S3 namespace (the maintain
-    job's VACUUM is Spark's, on S3A): the forward job moves every message, maintenance
-    vacuums each table, and nothing is lost."""
+    job's VACUUM is Spark's, on S3A): the forward job moves every message, a replay of the
+    source as of its send (Delta time travel) sends them again, maintenance vacuums each
+    table, and nothing is lost."""
     from sbqueue import ServiceBusMessage
 
     admin = ServiceBusAdministrationClient(s3_root)
     admin.create_queue("dest")
     admin.create_queue("src", forward_to="dest")
+    admin.create_queue("again")
     with ServiceBusClient(s3_root).get_queue_sender("src") as sender:
         sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(10)])
     reports = {}
-    for job in ("forward", "maintain"):
-        done = subprocess.run([sys.executable, "-m", "sbqueue.cli", job, "--namespace", s3_root],
-                              capture_output=True, text=True, timeout=900)
+    for job, *args in (("forward",), ("replay", "src", "--as-of", "1", "--to", "again",
+                                       "--json"), ("maintain",)):
+        done = subprocess.run([sys.executable, "-m", "sbqueue.cli", job, "--namespace", s3_root,
+                               *args], capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
         reports[job] = json.loads(done.stdout[done.stdout.index("{"):])
+    assert reports["replay"]["sent"] == 10
     assert reports["forward"]["forwarded"] == 10 and not reports["forward"]["failed"]
     maintained = {e["path"]: e for e in reports["maintain"]["entities"]}
     assert all(e["error"] is None and e["tables_vacuumed"] > 0 for e in maintained.values())
     assert admin.get_queue_runtime_properties("src").active_message_count == 0
     assert admin.get_queue_runtime_properties("dest").active_message_count == 10
+    assert sorted(_drain(s3_root, "again")) == sorted(f"m{i}" for i in range(10))
 
 
 _SOURCE_AND_SINK = textwrap.dedent("""
