@@ -68,11 +68,12 @@ def run_parts(app_name: str, parts: str,
     unless ``root`` names another, an S3 prefix), and print one JSON object per part with
     its wall time."""
     from sbqueue.spark import get_session
+    from sbqueue.spark.session import store_conf
 
     unknown = [p for p in parts.split(",") if p not in runners]
     if unknown:
         raise SystemExit(f"unknown part(s) {', '.join(unknown)}; known: {', '.join(runners)}")
-    spark = get_session(app_name)
+    spark = get_session(app_name, extra_conf=store_conf(root))  # S3A for an S3 root
     local = root is None
     root = root or tempfile.mkdtemp(prefix="sbq-bench-")
     try:

@@ -2,8 +2,10 @@
 
 A moto S3 server process on 127.0.0.1 (``tests/s3_server.py``) serves the namespace; its
 access log (one line per HTTP request) counts the requests each operation made: on real S3
-each costs 10-50 ms, so the count is what a user pays there. The baseline is a raw one-row
-delta-rs append to a table on the same server (Spark has no S3A here, decision 040).
+each costs 10-50 ms, so the count is what a user pays there. The baselines are raw one-row
+appends to a Delta table on the same server: Spark's (S3A and the put-if-absent log store,
+decision 042), the issue's baseline, and delta-rs's, the like-for-like one for the
+driver's commits.
 """
 
 from __future__ import annotations
@@ -78,6 +80,13 @@ def single(spark: Any, root: str, requests: Requests, reps: int) -> dict[str, An
         write_deltalake(raw_path, row, mode="append", partition_by=["partition_id"],
                         storage_options=opts)
 
+    spark_path = f"{root}/raw_spark".replace("s3://", "s3a://")
+    spark_row = spark.createDataFrame([(0, BODY)], "partition_id int, body string")
+    spark_row.write.format("delta").partitionBy("partition_id").save(spark_path)
+
+    def raw_spark() -> None:
+        spark_row.write.format("delta").mode("append").save(spark_path)
+
     admin = ServiceBusAdministrationClient(root, spark=spark)
     admin.create_queue("single", enable_partitioning=True, lock_duration="PT5M")
     client = ServiceBusClient(root, spark=spark)
@@ -89,6 +98,7 @@ def single(spark: Any, root: str, requests: Requests, reps: int) -> dict[str, An
     for _ in range(reps):
         got: list[Any] = []
         for key, fn in (
+                ("raw_spark_append", raw_spark),
                 ("raw_append", raw),
                 ("send", lambda: sender.send_messages(ServiceBusMessage(BODY))),
                 ("raw_append", raw),
@@ -97,7 +107,10 @@ def single(spark: Any, root: str, requests: Requests, reps: int) -> dict[str, An
                 ("renew", lambda got=got: receiver.renew_message_lock(got[0])),
                 ("complete", lambda got=got: receiver.complete_message(got[0])),
                 ("raw_append", raw),
-                ("schedule", lambda: sender.schedule_messages(ServiceBusMessage(BODY), later)),
+                ("raw_spark_append", raw_spark),
+                ("schedule", lambda got=got: got.extend(
+                    sender.schedule_messages(ServiceBusMessage(BODY), later))),
+                ("cancel", lambda got=got: sender.cancel_scheduled_messages(got[-1])),
                 ("peek", lambda: receiver.peek_messages(1)),
                 ("runtime_properties", lambda: admin.get_queue_runtime_properties("single"))):
             s, n = _timed(requests, fn)
@@ -107,4 +120,6 @@ def single(spark: Any, root: str, requests: Requests, reps: int) -> dict[str, An
     return {"part": "s3single", "reps": reps, "p50_s": p50,
             "requests": {k: int(statistics.median(v)) for k, v in counts.items()},
             "ratio_to_raw_append": {k: round(v / p50["raw_append"], 2)
-                                    for k, v in p50.items() if k != "raw_append"}}
+                                    for k, v in p50.items() if not k.startswith("raw")},
+            "ratio_to_raw_spark_append": {k: round(v / p50["raw_spark_append"], 3)
+                                          for k, v in p50.items() if not k.startswith("raw")}}

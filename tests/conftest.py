@@ -67,10 +67,9 @@ def pytest_configure(config: pytest.Config) -> None:
 SPARK_PASS = ("test_sessions", "test_transactions", "test_duplicates", "test_topics")
 # The S3 pass (issue 44): under ``--full`` these files' fast tests run once more with their
 # namespace on the moto S3 server (``[s3]``, the local executor); ``SBQUEUE_TEST_STORE=s3``
-# puts a whole run there. Tests marked ``spark_on_store`` run a Spark-only plan on the store:
-# the suite's one session is built before the S3 server exists, without S3A, so they are left
-# out of the S3 pass; Spark on S3 runs in processes of its own (``test_s3_spark.py``).
-STORE_PASS = ("test_sessions", "test_client")
+# puts a whole run there. The run's session then has S3A (the ``spark`` fixture), so Spark
+# plans and DataFrame reads in those tests reach the store too.
+STORE_PASS = ("test_sessions", "test_client", "test_transactions", "test_topics", "test_admin")
 EXECUTOR_ENV = "SBQUEUE_EXECUTOR"
 
 
@@ -104,13 +103,6 @@ def store_pass(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", None) or os.environ.get("SBQUEUE_TEST_STORE", "local"))
 
 
-def _on_s3(item: pytest.Item) -> bool:
-    params = getattr(item, "callspec", None)
-    if params is not None and "store_pass" in params.params:
-        return bool(params.params["store_pass"] == "s3")
-    return os.environ.get("SBQUEUE_TEST_STORE", "").strip().lower() == "s3"
-
-
 def _on_spark(item: pytest.Item) -> bool:
     params = getattr(item, "callspec", None)
     if params is not None and "executor_pass" in params.params:
@@ -121,8 +113,7 @@ def _on_spark(item: pytest.Item) -> bool:
 def _for_executor(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leave out on Spark what only the local executor does; expect the Spark executor's
     unmet targets to fail."""
-    local_only = [i for i in items if (i.get_closest_marker("local_executor") and _on_spark(i))
-                  or (i.get_closest_marker("spark_on_store") and _on_s3(i))]
+    local_only = [i for i in items if i.get_closest_marker("local_executor") and _on_spark(i)]
     if local_only:
         config.hook.pytest_deselected(items=local_only)
         items[:] = [i for i in items if i not in local_only]
@@ -162,14 +153,31 @@ def _start_order(item: pytest.Item) -> tuple[int, int]:
     return (0, LONGEST.index(stem)) if stem in LONGEST else (1, 0)
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    from sbqueue.spark import get_session, stop_session
+def _s3_in_run(config: pytest.Config) -> bool:
+    """Whether this run puts namespaces on S3 (the full suite's ``[s3]`` pass, or a whole
+    run with ``SBQUEUE_TEST_STORE=s3``)."""
+    return bool(config.getoption("--full")) or os.environ.get(
+        "SBQUEUE_TEST_STORE", "").strip().lower() == "s3"
 
+
+@pytest.fixture(scope="session")
+def spark(request: pytest.FixtureRequest) -> Iterator[object]:
+    """The run's one session; where the run uses S3, with S3A and the put-if-absent log
+    store pointed at this process's S3 server (its AWS environment set for the whole
+    process first: the JVM's S3A reads the keys from it)."""
+    from sbqueue.spark import get_session, stop_session
+    from sbqueue.spark.session import store_conf
+
+    extra: dict[str, str] = {}
+    if _s3_in_run(request.config):
+        from s3_server import aws_env
+
+        os.environ.update(aws_env(request.getfixturevalue("s3_endpoint")))
+        extra = store_conf("s3://sbq-test")
     if _CHILD_OPTS_SET:  # C2 for this long-lived JVM, and the archive
         os.environ["SPARK_SUBMIT_OPTS"] = _archive_options
     try:
-        session = get_session("sbqueue-tests")
+        session = get_session("sbqueue-tests", extra_conf=extra)
     finally:
         if _CHILD_OPTS_SET:
             os.environ["SPARK_SUBMIT_OPTS"] = _child_options()

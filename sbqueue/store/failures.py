@@ -23,9 +23,9 @@ FULL = "the storage is full"
 BUCKET = "its S3 bucket does not exist"
 CREDENTIALS = ("no valid S3 credentials were found (set AWS_ACCESS_KEY_ID and "
                "AWS_SECRET_ACCESS_KEY, and AWS_SESSION_TOKEN for temporary ones)")
-NO_S3A = ("this Spark session has no S3 file system (Hadoop's S3A): the client's operations "
-          "run on the driver there, DataFrame and SQL operations on S3 need Spark's S3A "
-          "connector (README, 'Object storage')")
+NO_S3A = ("this Spark session has no S3 file system (Hadoop's S3A jars): open the namespace "
+          "without a session, so sbqueue starts one with S3A, or start yours with the confs "
+          "of 'sbqueue spark-conf --store s3' (README, 'Object storage')")
 ENDPOINT = "the S3 endpoint cannot be reached (check AWS_ENDPOINT_URL and the network)"
 
 # (what the text holds, the cause as a user reads it), first match wins

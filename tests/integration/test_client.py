@@ -350,7 +350,6 @@ def test_s5_1_receive_and_delete(admin, client) -> None:
         assert r.receive_messages(max_wait_time=0) == [] and r.peek_messages(5) == []
 
 
-@pytest.mark.spark_on_store  # a cancel of messages the cursor has not passed decides on Spark
 def test_s8_4_schedule_cancel_and_past_times(admin, client) -> None:
     q = _queue(admin, enable_partitioning=True)
     later = datetime.now(timezone.utc) + timedelta(hours=1)

@@ -165,14 +165,43 @@ def test_a_bad_s3_setup_is_one_clear_error_without_secrets(
         assert ServiceBusAdministrationClient(root, spark=spark).list_queues() == []
 
 
-def test_a_dataframe_operation_where_spark_cannot_reach_s3_is_one_clear_error(
-        spark: Any, s3_root: str) -> None:
+_NO_S3A_PROGRAM = textwrap.dedent("""
+    import sys
+    from sbqueue import Namespace
     from sbqueue.exceptions import ServiceBusError
+    from sbqueue.spark import get_session
+    spark = get_session()  # a session of one's own, built without S3A
+    queue = Namespace(sys.argv[1], spark).entity("q")
+    for step in (lambda: queue.send_dataframe(spark.range(3).selectExpr("'x' AS body")),
+                 lambda: queue.peek_dataframe(5).count()):
+        try:
+            step()
+            print("no error")
+        except ServiceBusError as exc:
+            print(type(exc).__name__, str(exc).replace(chr(10), " "))
+""")
 
-    ServiceBusAdministrationClient(s3_root, spark=spark).create_queue("q")
-    queue = Namespace(s3_root, spark).entity("q")
-    with pytest.raises(ServiceBusError, match="S3A"):
-        queue.send_dataframe(spark.range(3).selectExpr("CAST(id AS STRING) AS body"))
+
+@pytest.mark.slow
+def test_a_session_without_s3a_is_one_clear_error_and_writes_nothing(
+        s3_root: str, tmp_path: Any) -> None:
+    """Issue 44 point 5: a program's own session without S3A (jars missing) on an S3
+    namespace: a DataFrame send is refused before it writes (the session cannot claim
+    versions as the other writers do), a DataFrame read names the missing jars; each is
+    one line naming the fix."""
+    ServiceBusAdministrationClient(s3_root).create_queue("q")
+    script = tmp_path / "program.py"
+    script.write_text(_NO_S3A_PROGRAM)
+    done = subprocess.run([sys.executable, str(script), s3_root], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    send, read = done.stdout.strip().splitlines()[-2:]
+    assert send.startswith("StorageFailureError") and "put-if-absent" in send, send
+    assert "spark-conf --store s3" in send and "nothing was written" in send
+    assert read.startswith("StorageFailureError") and "S3A jars" in read, read
+    assert "Traceback" not in done.stdout
+    props = ServiceBusAdministrationClient(s3_root).get_queue_runtime_properties("q")
+    assert props.active_message_count == 0
 
 
 @pytest.mark.slow
