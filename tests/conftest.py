@@ -153,23 +153,26 @@ def _start_order(item: pytest.Item) -> tuple[int, int]:
     return (0, LONGEST.index(stem)) if stem in LONGEST else (1, 0)
 
 
-def _s3_in_run(config: pytest.Config) -> bool:
-    """Whether this run puts namespaces on S3 (the full suite's ``[s3]`` pass, or a whole
-    run with ``SBQUEUE_TEST_STORE=s3``)."""
-    return bool(config.getoption("--full")) or os.environ.get(
-        "SBQUEUE_TEST_STORE", "").strip().lower() == "s3"
+def _uses_s3(item: pytest.Item) -> bool:
+    """Whether a test puts a namespace on S3 (its ``s3_root``, an ``[s3]`` pass, a
+    ``store`` parameter of ``s3``, or a whole run there)."""
+    params = getattr(item, "callspec", None)
+    chosen = params.params if params is not None else {}
+    return ("s3_root" in getattr(item, "fixturenames", ()) or "s3" in (
+        chosen.get("store_pass"), chosen.get("store"))
+        or os.environ.get("SBQUEUE_TEST_STORE", "").strip().lower() == "s3")
 
 
 @pytest.fixture(scope="session")
 def spark(request: pytest.FixtureRequest) -> Iterator[object]:
-    """The run's one session; where the run uses S3, with S3A and the put-if-absent log
+    """The run's one session; where a test of the run uses S3, with S3A and the put-if-absent log
     store pointed at this process's S3 server (its AWS environment set for the whole
     process first: the JVM's S3A reads the keys from it)."""
     from sbqueue.spark import get_session, stop_session
     from sbqueue.spark.session import store_conf
 
     extra: dict[str, str] = {}
-    if _s3_in_run(request.config):
+    if any(_uses_s3(item) for item in request.session.items):
         from s3_server import aws_env
 
         os.environ.update(aws_env(request.getfixturevalue("s3_endpoint")))

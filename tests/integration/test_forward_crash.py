@@ -43,8 +43,10 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.parametrize("store_pass", ["local", "s3"], indirect=True)
 def test_s13_4_a_killed_forwarder_neither_loses_nor_duplicates(clock, admin, spark, namespace_root,
                                                                tmp_path) -> None:
+    """On a local folder and on S3 (issue 44 point 5: the driver's commits there)."""
     with ServiceBusClient(namespace_root, spark=spark) as client:
         for point in POINTS:
             admin.create_queue(f"to-{point}", enable_partitioning=True)

@@ -246,12 +246,20 @@ def start_faults(root: str, logs: Path, faults: list[str], seed: int) -> threadi
     return thread
 
 
+def histories_of(root: str) -> Path:
+    """Where the histories go: in the namespace folder, or beside it in a temporary folder
+    for a namespace on S3."""
+    if "://" not in root:
+        return Path(root) / "histories"
+    return Path(tempfile.gettempdir()) / f"sbqueue-soak-{re.sub(r'[^A-Za-z0-9]+', '-', root)}"
+
+
 def soak(minutes: float, root: str, every: float, seed_: int, faults: list[str],
          rules: Rules) -> tuple[Report, Fleet]:
     from sbqueue.management import ServiceBusAdministrationClient
 
     create(ServiceBusAdministrationClient(root))
-    logs = Path(root) / "histories"
+    logs = histories_of(root)
     logs.mkdir(parents=True, exist_ok=True)
     seed(root, logs, seed_)
     fleet = Fleet(root, logs, seed_, faults, grace=max(STOP_GRACE, rules.stall))
@@ -296,11 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     rules = Rules(routes, dedupe=frozenset({DEDUPE}), forwarding=frozenset(FORWARDS),
                   places=places, stall=args.stall)
     report, fleet = soak(args.minutes, root, args.kill_every, args.seed, args.fault, rules)
-    (Path(root) / "histories" / "report.json").write_text(json.dumps(
+    (histories_of(root) / "report.json").write_text(json.dumps(
         {"violations": report.violations, "work": report.work,
          "unattributed": report.unattributed, "kills": fleet.kills}, indent=1))
     print(table(report, fleet))
-    print(f"namespace and histories: {root}")
+    print(f"namespace: {root}, histories: {histories_of(root)}")
     return 0 if report.clean else 1
 
 

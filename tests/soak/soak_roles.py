@@ -46,6 +46,7 @@ from sbqueue import (
 )
 from sbqueue.exceptions import ServiceBusError
 from sbqueue.spark import get_session
+from sbqueue.spark.session import store_conf
 
 STOP = False
 
@@ -448,7 +449,8 @@ def main(argv: list[str]) -> None:
     names, root, logs, n, seed = argv[0].split(","), argv[1], Path(argv[2]), argv[3], int(argv[4])
     signal.signal(signal.SIGTERM, _stop)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: every stack
-    get_session("soak-roles", extra_conf={"spark.scheduler.mode": "FAIR"})
+    get_session("soak-roles", extra_conf={"spark.scheduler.mode": "FAIR",
+                                          **store_conf(root)})  # S3A for an S3 namespace
     Namespace(root)  # Spark's start, before any role's clock starts running
     threads = []
     for k, name in enumerate(names):

@@ -44,16 +44,25 @@ def parse(table: str) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     return work, kills
 
 
-def test_the_chaos_soak_keeps_every_invariant_through_kills(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_the_chaos_soak_keeps_every_invariant_through_kills(
+        tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
+    """On a local folder and on the S3 server (issue 44 point 5): the roles' processes
+    reach it through the AWS environment, their Spark through S3A. On S3 the DataFrame
+    drain's receive (the Spark executor against moto, on two cores beside the rest) took
+    106 s in a trial, longer than its lock, so its completes were refused as lock lost,
+    rightly: there it must receive, not complete (decision 042)."""
+    root = str(tmp_path / "ns") if store == "local" else str(request.getfixturevalue("s3_root"))
     run = subprocess.run(
         [sys.executable, str(HERE / "soak.py"), "--minutes", "3", "--kill-every", "40",
-         "--root", str(tmp_path / "ns"), "--seed", "7"],
+         "--root", root, "--seed", "7"],
         capture_output=True, text=True, timeout=2400, stdin=subprocess.DEVNULL)
     table = run.stdout
     assert run.returncode == 0, table + run.stderr[-3000:]
     work, kills = parse(table)
     assert sum(kills.values()) >= 1, table  # the run was killed at least once
     assert set(work) == set(EXPECTED), table
-    idle = [(role, kind) for role, kinds in EXPECTED.items() for kind in kinds
+    expected = {**EXPECTED, "drain": ("received",)} if store == "s3" else EXPECTED
+    idle = [(role, kind) for role, kinds in expected.items() for kind in kinds
             if work[role][kind] == 0]
     assert not idle, f"roles that did none of their work: {idle}\n{table}"
