@@ -9,6 +9,7 @@ violation; this shows a real run of every role, killed at random, has none."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -44,14 +45,19 @@ def parse(table: str) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     return work, kills
 
 
-@pytest.mark.parametrize("store", ["local", "s3"])
+# On S3 (issue 44 point 5, decision 042) the soak runs with ``SBQUEUE_SOAK_STORE=s3``: it
+# took 755 s in the full suite beside the rest, more than CI's budget leaves (decision 042).
+STORES = ["local", "s3"] if os.environ.get("SBQUEUE_SOAK_STORE") == "s3" else ["local"]
+
+
+@pytest.mark.parametrize("store", STORES)
 def test_the_chaos_soak_keeps_every_invariant_through_kills(
         tmp_path: Path, store: str, request: pytest.FixtureRequest) -> None:
-    """On a local folder and on the S3 server (issue 44 point 5): the roles' processes
-    reach it through the AWS environment, their Spark through S3A. On S3 the DataFrame
-    drain's receive (the Spark executor against moto, on two cores beside the rest) took
-    106 s in a trial, longer than its lock, so its completes were refused as lock lost,
-    rightly: there it must receive, not complete (decision 042)."""
+    """On a local folder, and on the S3 server where asked: the roles' processes reach it
+    through the AWS environment, their Spark through S3A. On S3 the DataFrame drain's
+    receive (the Spark executor against moto, on two cores beside the rest) took 106 s in
+    a trial, longer than its lock, so its completes were refused as lock lost, rightly:
+    there it must receive, not complete (decision 042)."""
     root = str(tmp_path / "ns") if store == "local" else str(request.getfixturevalue("s3_root"))
     run = subprocess.run(
         [sys.executable, str(HERE / "soak.py"), "--minutes", "3", "--kill-every", "40",
