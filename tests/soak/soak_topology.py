@@ -34,8 +34,9 @@ FORWARDS = {CHAIN[0]: CHAIN[1], CHAIN[1]: CHAIN[2]}
 DEAD_LETTERS_TO = {WORK: PARKING}
 LOCK = timedelta(seconds=15)  # some expire (receivers let them), most are settled in time
 # The DataFrame drain's subscription: its receive of 50 and the read of their rows took
-# 45-67 s with four JVMs on two cores (load 15), so a 15 s lock lapsed before any complete
-DRAIN_LOCK = timedelta(seconds=90)
+# 45-67 s with four JVMs on two cores (load 15), so a 15 s lock lapsed before any complete;
+# in the full suite of 2026-11-29 (S3 tests beside it) it took 108.6 s, past a 90 s lock
+DRAIN_LOCK = timedelta(seconds=150)
 SESSION_LOCK = timedelta(seconds=30)
 
 
