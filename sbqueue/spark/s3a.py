@@ -72,11 +72,8 @@ def has_s3a(spark: SparkSession) -> bool:
     """Whether ``spark`` writes S3 with the put-if-absent log store (a session
     configured elsewhere without it reads S3 at most; a Spark commit there could overwrite
     another writer's)."""
-    try:
-        return all(spark.conf.get(f"spark.delta.logStore.{scheme}.impl", "") ==
-                   PUT_IF_ABSENT_CLASS for scheme in ("s3", "s3a"))
-    except Exception:  # a conf Connect does not show: not ours
-        return False
+    return all(_conf(spark, f"spark.delta.logStore.{scheme}.impl") == PUT_IF_ABSENT_CLASS
+               for scheme in ("s3", "s3a"))  # a conf Connect does not show: not ours
 
 
 # A session's S3A settings and the AWS variables the driver's clients read for the same.
