@@ -12,6 +12,7 @@ import sys
 import click
 from rich.table import Table
 
+from sbqueue.cli_explorer import explorer
 from sbqueue.cli_messages import peek, receive, send
 from sbqueue.cli_replay import replay
 from sbqueue.cli_rules import apply, rule
@@ -296,6 +297,7 @@ main.add_command(peek)
 main.add_command(replay)
 main.add_command(rule)
 main.add_command(apply)
+main.add_command(explorer)
 
 
 def run() -> None:
@@ -313,32 +315,10 @@ def run() -> None:
     except Exception as exc:  # Spark, Java or OS errors: one line, not a trace
         if os.environ.get("SBQUEUE_DEBUG"):
             raise
-        print_error(_one_line(exc))
+        from sbqueue.spark.errors import one_line
+
+        print_error(one_line(exc))
         sys.exit(1)
-
-
-def _one_line(exc: Exception) -> str:
-    """A Spark, Java or OS error as one line: a Python worker's own exception and message
-    when a worker failed (``sbqueue.spark.errors``), else the error's first line."""
-    from sbqueue.spark.errors import worker_failure
-
-    text = str(exc)
-    worker = worker_failure(text, _session_python())
-    if worker is not None:
-        return worker
-    first = (text.strip().splitlines() or [""])[0][:300]
-    return f"{exc.__class__.__name__}: {first} (set SBQUEUE_DEBUG=1 for the trace)"
-
-
-def _session_python() -> str | None:
-    """The Python the active session's workers run, if a session is up."""
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is None:
-        return None
-    value = active.conf.get("spark.pyspark.python", None)
-    return str(value) if value else None
 
 
 if __name__ == "__main__":

@@ -9,18 +9,9 @@ import click
 from rich.table import Table
 
 from sbqueue.cli_shared import admin_client, console, namespace_option, parse_props
+from sbqueue.core.rules import describe_filter
 
 __all__ = ["apply", "rule"]
-
-
-def _describe_filter(rule: Any) -> str:
-    doc = rule.filter.to_json()
-    if doc["type"] == "sql":
-        return f"SQL: {doc['sql_expression']}"
-    if doc["type"] in ("true", "false"):
-        return str(doc["type"]).capitalize() + "Filter"
-    fields = {k: v for k, v in doc.items() if k not in ("type", "properties")}
-    return f"Correlation: {fields} {doc['properties'] or ''}".strip()
 
 
 @click.group()
@@ -58,7 +49,7 @@ def rule_create(namespace: str, topic_name: str, subscription_name: str, name: s
     created = admin_client(namespace, spark=False).create_rule(
         topic_name, subscription_name, name, filter=chosen,
         action=SqlRuleAction(action) if action else None)
-    console.print(f"created rule [cyan]{created.name}[/] ({_describe_filter(created)})")
+    console.print(f"created rule [cyan]{created.name}[/] ({describe_filter(created.filter)})")
 
 
 @rule.command("list")
@@ -69,7 +60,8 @@ def rule_list(namespace: str, topic_name: str, subscription_name: str) -> None:
     """List the rules of a subscription."""
     table = Table("name", "filter", "action")
     for r in admin_client(namespace, spark=False).list_rules(topic_name, subscription_name):
-        table.add_row(r.name, _describe_filter(r), r.action.sql_expression if r.action else "")
+        table.add_row(r.name, describe_filter(r.filter),
+                      r.action.sql_expression if r.action else "")
     console.print(table)
 
 

@@ -29,6 +29,7 @@ from sbqueue.client.enums import (
     ServiceBusReceiveMode,
 )
 from sbqueue.client.message import ServiceBusReceivedMessage
+from sbqueue.client.observe import observed, timed
 from sbqueue.client.session import ServiceBusSession
 from sbqueue.core.clock import utcnow
 from sbqueue.core.keywords import OPERATION, accept, honours_timeout
@@ -119,6 +120,7 @@ class ServiceBusReceiver:
                 out.append(message)
         return out
 
+    @timed("receive")
     def _fetch(self, count: int) -> list[ServiceBusReceivedMessage]:
         session = self.session
         if session is None:
@@ -176,6 +178,7 @@ class ServiceBusReceiver:
                 return
             yield got[0]
 
+    @timed("peek")
     # -- peek ------------------------------------------------------------------------------
     def peek_messages(self, max_message_count: int = 1, *, sequence_number: int | None = None,
                       **kwargs: Any) -> list[ServiceBusReceivedMessage]:
@@ -193,6 +196,7 @@ class ServiceBusReceiver:
             self._last_peeked = (messages[-1].enqueued_time_utc, messages[-1].sequence_number)
         return messages
 
+    @timed("delete")
     # -- batch delete (S5.7) ---------------------------------------------------------------
     @honours_timeout
     def delete_messages(self, *, max_message_count: int = 1,
@@ -260,6 +264,11 @@ class ServiceBusReceiver:
 
     def _settle(self, message: ServiceBusReceivedMessage, kind: str,
                 reason: str | None = None, description: str | None = None) -> datetime | None:
+        with observed(kind, self._entity.path):
+            return self._settle_one(message, kind, reason, description)
+
+    def _settle_one(self, message: ServiceBusReceivedMessage, kind: str,
+                    reason: str | None, description: str | None) -> datetime | None:
         if kind == "renew" and self._session_id is not None:
             raise TypeError("session messages cannot be renewed one by one: renew the "
                             "session lock (receiver.session.renew_lock(), S10.3)")
@@ -347,6 +356,7 @@ class ServiceBusReceiver:
                 message.locked_until_utc = result.locked_until
         return failed
 
+    @timed("receive_deferred")
     @honours_timeout
     def receive_deferred_messages(self, sequence_numbers: int | Sequence[int], **kwargs: Any
                                   ) -> list[ServiceBusReceivedMessage]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sbqueue.client.convert import to_dataframe, to_outgoing, utc
 from sbqueue.client.message import ServiceBusMessage, ServiceBusMessageBatch, in_utc_range
+from sbqueue.client.observe import timed
 from sbqueue.core.keywords import OPERATION, accept, honours_timeout
 from sbqueue.core.sizes import batch_limit
 from sbqueue.engine.entity import Entity
@@ -99,12 +100,14 @@ class ServiceBusSender:
         return entity.send_messages(to_outgoing(messages), total,
                                     lambda: to_dataframe(entity.spark, messages)).send_id
 
+    @timed("send")
     @honours_timeout
     def send_messages(self, message: SendInput, **kwargs: Any) -> None:
         """Store the message(s) in one commit: all of them, or none on an error (S17)."""
         accept("send_messages", kwargs, OPERATION)
         self._send(as_list(message))
 
+    @timed("schedule")
     @honours_timeout
     def schedule_messages(self, messages: ServiceBusMessage | Sequence[ServiceBusMessage],
                           schedule_time_utc: datetime, **kwargs: Any) -> list[int]:
@@ -115,6 +118,7 @@ class ServiceBusSender:
         send_id = self._send(scheduled(messages, schedule_time_utc))
         return self._entity.sequence_numbers(send_id) if send_id else []
 
+    @timed("cancel")
     @honours_timeout
     def cancel_scheduled_messages(self, sequence_numbers: int | Sequence[int], **kwargs: Any
                                   ) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "SqlRuleAction",
     "SqlRuleFilter",
     "TrueRuleFilter",
+    "describe_filter",
 ]
 
 DEFAULT_RULE_NAME = "$Default"
@@ -183,6 +184,17 @@ class SqlRuleAction:
         return f"SqlRuleAction({self.sql_expression!r})"
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def describe_filter(rule_filter: RuleFilter) -> str:
+    """A filter in one line for a person (the CLI's rule list, the explorer's rules)."""
+    doc = rule_filter.to_json()
+    if doc["type"] == "sql":
+        return f"SQL: {doc['sql_expression']}"
+    if doc["type"] in ("true", "false"):
+        return str(doc["type"]).capitalize() + "Filter"
+    fields = {k: v for k, v in doc.items() if k not in ("type", "properties") and v is not None}
+    return f"Correlation: {fields} {doc['properties'] or ''}".strip()
 
 
 def filter_from_json(doc: dict[str, Any]) -> RuleFilter:

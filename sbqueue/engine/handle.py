@@ -36,8 +36,14 @@ from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.partitions import board_for
 from sbqueue.engine.quota import Quota
-from sbqueue.engine.reads.tally import Held, held_here, per_partition, tally
-from sbqueue.engine.reads.view import count_messages, inbox_bound, last_commit, messages
+from sbqueue.engine.reads.tally import Held, held_here, per_partition, tally, tally_by_partition
+from sbqueue.engine.reads.view import (
+    count_messages,
+    count_partitions,
+    inbox_bound,
+    last_commit,
+    messages,
+)
 from sbqueue.engine.receive.attempt import Attempt, lock_stamp
 from sbqueue.engine.send.frame import SendResult
 from sbqueue.engine.send.numbers import send_numbers
@@ -248,6 +254,16 @@ class EntityHandle:
         if held is None:
             return count_messages(self.messages(), forwarding)
         return tally(((h[1], h[2], 1, h[3]) for h in held), forwarding)
+
+    def partition_tallies(self) -> dict[int, dict[str, int]]:
+        """``counts()`` of each partition: what the explorer's chart and the metrics show
+        (on the driver where it can be, else one query through the view)."""
+        forwarding = bool(self.props.forward_to)
+        held = self._held_here()
+        if held is None:
+            return count_partitions(self.messages(), self.partitions, forwarding)
+        return tally_by_partition(((h[0], h[1], h[2], 1, h[3]) for h in held),
+                                  self.partitions, forwarding)
 
     def _held_here(self) -> list[Held] | None:
         if self.dedupe is not None:  # the view drops duplicates: Spark decides which

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 
-__all__ = ["worker_failure", "workers_python"]
+__all__ = ["one_line", "worker_failure", "workers_python"]
 
 _MARK = "thrown from the Python worker"
 # The last line of a Python traceback: ``Name: message`` (a dotted name for module errors).
@@ -50,3 +50,26 @@ def worker_failure(text: str, python: str | None = None) -> str | None:
                  "program with the interpreter that has sbqueue installed, or name one "
                  "with --conf spark.pyspark.python=/path/to/python (or PYSPARK_PYTHON)")
     return line
+
+
+def one_line(exc: BaseException) -> str:
+    """A Spark, Java or OS error as one line for a person (the CLI's, the explorer's): a
+    Python worker's own exception and message when a worker failed, else the error's first
+    line, with how to see the whole trace."""
+    text = str(exc)
+    worker = worker_failure(text, _session_python())
+    if worker is not None:
+        return worker
+    first = (text.strip().splitlines() or [""])[0][:300]
+    return f"{exc.__class__.__name__}: {first} (set SBQUEUE_DEBUG=1 for the trace)"
+
+
+def _session_python() -> str | None:
+    """The Python the active session's workers run, if a session is up."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is None:
+        return None
+    value = active.conf.get("spark.pyspark.python", None)
+    return str(value) if value else None

@@ -1,7 +1,7 @@
 """The shape of the house (DESIGN layers; issue 18 point 3): checked on the source text.
 
 - Imports point down: ``store`` < ``core`` < ``engine`` < ``client`` / ``management`` /
-  ``datasource`` (the faces, side by side).
+  ``datasource`` (the faces, side by side) < ``explorer`` (a face over the others).
 - Only ``store`` and the two gateways (``engine.ledger``, ``engine.inbox``) open a Delta
   table, with Spark or on the driver (delta-rs); every other module asks them.
 - A sequence number's layout is known only to ``core.sequence``; a sub-queue's four names
@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sbqueue"
 GATEWAYS = {"engine/ledger.py", "engine/inbox.py"}
-LAYERS = ["spark", "store", "core", "engine", "client", "management", "datasource"]
+LAYERS = ["spark", "store", "core", "engine", "client", "management", "datasource", "explorer"]
 FACES = {"client", "management", "datasource"}
 DELTA_ACCESS = re.compile(
     r"DeltaTable|format\(\s*[\"']delta[\"']\s*\)|delta\.`|(?<![.\w])(guarded_merge|read_appended|"

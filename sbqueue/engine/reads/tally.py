@@ -40,7 +40,7 @@ from sbqueue.engine.schema import (
 from sbqueue.store.thresholds import ROW_LIMIT
 
 __all__ = ["Held", "ahead", "completed", "held_here", "locator", "per_partition", "records_of",
-           "rows_at", "tally", "view_name"]
+           "rows_at", "tally", "tally_by_partition", "view_name"]
 
 Held = tuple[int, str, str, int]
 """(partition, view ``sub_queue``, view ``state``, size in bytes) of one message."""
@@ -194,3 +194,13 @@ def per_partition(held: Iterable[Held], partitions: int) -> dict[int, int]:
     """Messages per partition (all states and sub-queues)."""
     counted = Counter(h[0] for h in held)
     return {p: counted.get(p, 0) for p in range(partitions)}
+
+
+def tally_by_partition(held: Iterable[tuple[int, str, str, int, int]], partitions: int,
+                       forwarding: bool) -> dict[int, dict[str, int]]:
+    """``tally`` of each partition (every partition present, empty ones all zero), from
+    (partition, sub_queue, state, messages, bytes) groups."""
+    groups: dict[int, list[tuple[str, str, int, int]]] = {p: [] for p in range(partitions)}
+    for partition, sub_queue, state, n, nbytes in held:
+        groups.setdefault(partition, []).append((sub_queue, state, n, nbytes))
+    return {p: tally(g, forwarding) for p, g in sorted(groups.items())}

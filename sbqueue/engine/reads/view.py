@@ -23,7 +23,7 @@ from sbqueue.core.transitions import RECORD_AT, SESSIONLESS_REASON, Lane, comple
 from sbqueue.engine.columns import to_sql
 from sbqueue.engine.inbox import COMMIT_VERSION, Inbox
 from sbqueue.engine.ledger import Ledger
-from sbqueue.engine.reads.tally import tally
+from sbqueue.engine.reads.tally import tally, tally_by_partition
 from sbqueue.engine.schema import (
     COPY_BITS,
     MESSAGE_FIELDS,
@@ -37,6 +37,7 @@ from sbqueue.engine.schema import (
 __all__ = [
     "MESSAGE_VIEW_COLUMNS",
     "count_messages",
+    "count_partitions",
     "inbox_bound",
     "last_commit",
     "may_hold_windows",
@@ -211,6 +212,16 @@ def count_messages(view: DataFrame, forwarding: bool = False) -> dict[str, int]:
         F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
     return tally(((r["sub_queue"], r["state"], int(r["n"]), int(r["bytes"] or 0))
                   for r in rows), forwarding)
+
+
+def count_partitions(view: DataFrame, partitions: int, forwarding: bool = False
+                     ) -> dict[int, dict[str, int]]:
+    """``engine.reads.tally.tally_by_partition`` of an entity's messages read through its
+    view; one query."""
+    rows = view.groupBy("partition_id", "sub_queue", "state").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("size_in_bytes").alias("bytes")).collect()
+    return tally_by_partition(((int(r["partition_id"]), r["sub_queue"], r["state"], int(r["n"]),
+                                int(r["bytes"] or 0)) for r in rows), partitions, forwarding)
 
 
 def last_commit(tables: list[Inbox | Ledger]) -> datetime | None:

@@ -134,6 +134,21 @@ class Sessions:
                         "locked_until_utc",
                         F.col("enqueued_time_utc").alias("state_updated_utc")))
 
+    def listed(self) -> list[dict[str, Any]]:
+        """Every session with a state or a lock (its s row: ``session_id``, ``partition_id``,
+        ``session_state``, ``locked_until_utc``, ``state_updated_utc``), by id; read on the
+        driver where the ledger is local, else with Spark. What the explorer lists."""
+        here = self.entity.ledger.scan_here(
+            {"partition_id": list(range(self.entity.partitions)), "lane": [Lane.SESSION]},
+            [*_S_COLUMNS, "partition_id"], lambda r: r["row_type"] == "s")
+        if here is None:
+            here = [as_aware(r) for r in self.entity.ledger.sessions().select(
+                *_S_COLUMNS, "partition_id").collect()]
+        rows = [{"session_id": str(r["session_id"]), "partition_id": int(r["partition_id"]),
+                 "session_state": r["session_state"], "locked_until_utc": r["locked_until_utc"],
+                 "state_updated_utc": r["enqueued_time_utc"]} for r in here]
+        return sorted(rows, key=lambda r: r["session_id"])
+
     def list_ids(self, state_updated_after: datetime | None = None) -> list[str]:
         """Sessions with messages in the entity or a state (S10.6); with
         ``state_updated_after``, those whose state was set after that time."""

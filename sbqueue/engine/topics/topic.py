@@ -317,12 +317,21 @@ class Topic:
         however many subscriptions hold a copy; a cancelled one no longer counts."""
         waiting = {key for entity in self._subscriptions()
                    for _, key in _scheduled_copies(entity)}
-        unmatched = (self.inbox.rows((F.size("targets") == 0)
-                                     & (F.col("scheduled_enqueue_time_utc")
-                                        > F.lit(utcnow())))
-                     .select("send_id", F.shiftright("batch_index", COPY_BITS)).collect())
-        waiting.update((str(r[0]), int(r[1])) for r in unmatched)
-        return len(waiting)
+        return len(waiting | self._unmatched_scheduled(utcnow()))
+
+    def _unmatched_scheduled(self, now: datetime) -> set[tuple[str, int]]:
+        """Scheduled messages no subscription took (no target), by (send id, message
+        index): read on the driver where the inbox is local, else with Spark."""
+        here = self.inbox.scan_here(
+            {"partition_id": list(range(self.partitions))},
+            ["send_id", "batch_index", "targets", "scheduled_enqueue_time_utc"],
+            lambda r: not r["targets"] and _ahead(r["scheduled_enqueue_time_utc"], now))
+        if here is not None:
+            return {(str(r["send_id"]), int(r["batch_index"]) >> COPY_BITS) for r in here}
+        rows = (self.inbox.rows((F.size("targets") == 0)
+                                & (F.col("scheduled_enqueue_time_utc") > F.lit(now)))
+                .select("send_id", F.shiftright("batch_index", COPY_BITS)).collect())
+        return {(str(r[0]), int(r[1])) for r in rows}
 
 
 def _scheduled_copies(entity: Entity) -> list[tuple[int, tuple[str, int]]]:
