@@ -104,3 +104,57 @@ def test_a_client_program_on_s3_starts_no_jvm(tmp_path: Path, s3_root: str,
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split("\n")[0] == "3 0 ['big'] 0 True"
     assert not record.exists(), record.read_text()
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _explore(root: str, env: dict[str, str], urls: list[str]) -> list[int]:
+    """``sbqueue explorer`` (the interpreter's script) on ``root``: each URL's status,
+    asked while it runs."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    script = Path(sys.executable).parent / "sbqueue"
+    process = subprocess.Popen([str(script), "explorer", "--namespace", root, "--port",
+                                str(port)], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert process.poll() is None and time.monotonic() < deadline, (
+                process.communicate()[0][-2000:])
+            time.sleep(0.1)
+        statuses = []
+        for url in urls:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{url}", timeout=120) as r:
+                    statuses.append(r.status)
+            except urllib.error.HTTPError as exc:
+                statuses.append(exc.code)
+        return statuses
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_the_explorer_shows_a_local_namespace_without_a_jvm(tmp_path: Path) -> None:
+    """Issue 46: its pages and /metrics are the engine's own reads, no JVM (the recording
+    Java stays unstarted)."""
+    env, record = _fake_java(tmp_path)
+    root = str(tmp_path / "ns")
+    assert _run(tmp_path, root, env=env).returncode == 0
+    urls = ["/", "/fragments/entities", "/entity?path=q", "/entity?path=t",
+            "/entity?path=t/Subscriptions/big", "/messages?path=t/Subscriptions/big",
+            "/messages?path=q&dlq=1", "/metrics"]
+    assert _explore(root, env, urls) == [200] * len(urls)
+    assert not record.exists(), record.read_text()
