@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.location import is_local, local_path
+from sbqueue.location import is_local, local_path
 
 __all__ = ["Options", "query_id"]
 

@@ -32,6 +32,7 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
+from sbqueue.location import driver_uri, is_local, is_s3, local_path
 from sbqueue.spark.lazy import started
 from sbqueue.spark.s3a import aws_env_of
 from sbqueue.spark.session import is_connect
@@ -39,7 +40,6 @@ from sbqueue.store.aws import complete as complete_aws
 from sbqueue.store.delta import creates_here
 from sbqueue.store.documents import open_document_store
 from sbqueue.store.executor import Executor, opened
-from sbqueue.store.location import driver_uri, is_local, is_s3, local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

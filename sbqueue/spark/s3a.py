@@ -23,7 +23,7 @@ from sbqueue.spark.logstore import PUT_IF_ABSENT_CLASS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["S3A_PACKAGES", "aws_env_of", "has_s3a", "is_s3_root", "s3a_conf"]
+__all__ = ["S3A_PACKAGES", "aws_env_of", "has_s3a", "s3a_conf"]
 
 # hadoop-aws matches the Hadoop of Spark 4.2's pip package (hadoop-client-api 3.5.0); the
 # SDK version is the one its pom names (aws-java-sdk-v2.version).
@@ -35,11 +35,6 @@ S3A_PACKAGES = ("org.apache.hadoop:hadoop-aws:3.5.0",
 _EXCLUDES = ("software.amazon.awssdk:bundle", "org.apache.hadoop:hadoop-client-api",
              "org.apache.hadoop:hadoop-client-runtime")
 _S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
-
-
-def is_s3_root(root: str) -> bool:
-    """Whether ``root`` names an S3 prefix (``s3://`` or ``s3a://``)."""
-    return root.split("://", 1)[0].lower() in ("s3", "s3a") and "://" in root
 
 
 def s3a_conf(packages: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:

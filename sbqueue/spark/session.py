@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from sbqueue.exceptions import ServiceBusCommunicationError, SparkSetupError
+from sbqueue.location import is_s3
 from sbqueue.spark.jars import PACKAGES, record_of, record_resolved, use_resolved
 from sbqueue.spark.logstore import LOGSTORE_CLASS, ensure_logstore_jar
 from sbqueue.spark.paths import cache_dir, conf_dir
-from sbqueue.spark.s3a import is_s3_root, s3a_conf
+from sbqueue.spark.s3a import s3a_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,7 +65,7 @@ def local_conf() -> dict[str, str]:
 def store_conf(root: str | None) -> dict[str, str]:
     """The confs a local session adds for a namespace at ``root``: S3A and the put-if-absent
     log store for an S3 prefix (``spark.s3a``), else none."""
-    if root is None or not is_s3_root(root):
+    if root is None or not is_s3(root):
         return {}
     return s3a_conf(local_conf()[PACKAGES])
 

@@ -31,12 +31,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sbqueue.location import is_local, local_path
 from sbqueue.spark.lazy import started
 from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline, driver, log_reads
 from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
-from sbqueue.store.location import is_local, local_path
 from sbqueue.store.logfiles import commit_versions, log_files
 from sbqueue.store.sql import spark_writes, sql_name
 

@@ -31,10 +31,10 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
+from sbqueue.location import is_local, is_s3, local_path
 from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline
 from sbqueue.store.failures import storage_cause
-from sbqueue.store.location import is_local, is_s3, local_path
 from sbqueue.store.objects import files_at, no_bucket
 
 __all__ = [

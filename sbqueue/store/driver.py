@@ -37,9 +37,9 @@ import pyarrow.compute as pc
 from pyspark.sql.types import VariantVal
 
 from sbqueue.exceptions import StorageConflictError
+from sbqueue.location import driver_uri, is_local, is_s3
 from sbqueue.store import deadline
 from sbqueue.store.executor import delta_rs_installed, spark_only
-from sbqueue.store.location import driver_uri, is_local, is_s3
 from sbqueue.store.logfiles import has_commit, log_files
 from sbqueue.store.objects import arrow_files, storage_options
 from sbqueue.store.thresholds import ROW_LIMIT

@@ -21,7 +21,7 @@ import os
 from typing import Literal
 
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.store.location import is_local, is_s3, local_path
+from sbqueue.location import is_local, is_s3, local_path
 
 __all__ = ["ENV", "Executor", "choose", "delta_rs_installed", "opened", "spark_only"]
 

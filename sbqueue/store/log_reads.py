@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sbqueue.location import driver_uri
 from sbqueue.store.driver import Commit, enabled, latest, open_table, or_none
-from sbqueue.store.location import driver_uri
 from sbqueue.store.logfiles import commit_actions, log_files
 from sbqueue.store.objects import files_at
 

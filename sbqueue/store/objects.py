@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from sbqueue.store.location import is_local, is_s3, local_path, s3_parts
+from sbqueue.location import is_local, is_s3, local_path, s3_parts
 
 __all__ = ["Files", "LocalFiles", "ObjectFiles", "arrow_files", "files_at", "no_bucket",
            "storage_options"]

@@ -12,8 +12,8 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from sbqueue.exceptions import StorageFailureError
+from sbqueue.location import is_s3
 from sbqueue.spark.s3a import has_s3a
-from sbqueue.store.location import is_s3
 
 __all__ = ["spark_writes", "sql_name", "with_view"]
 

@@ -58,8 +58,8 @@ from pyspark.sql.types import (
     VariantType,
 )
 
+from sbqueue.location import driver_uri
 from sbqueue.store import deadline, driver
-from sbqueue.store.location import driver_uri
 from sbqueue.store.logfiles import commit_actions, commit_name, has_commit, publish
 from sbqueue.store.objects import Files, files_at, storage_options
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
-from sbqueue.store.location import local_path
+from sbqueue.location import local_path
 
 pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 

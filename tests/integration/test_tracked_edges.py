@@ -22,9 +22,9 @@ from sbqueue.datasource.sink import StreamSink, _Messages, outgoing
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.schema import INBOX_SCHEMA
 from sbqueue.exceptions import InvalidOperationError
+from sbqueue.location import local_path
 from sbqueue.store import driver, tracked
 from sbqueue.store.created import ENGINE
-from sbqueue.store.location import local_path
 from sbqueue.store.logfiles import commit_actions, has_commit, log_files
 from sbqueue.store.objects import Files
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from sbqueue.location import is_s3
 from sbqueue.spark.logstore import PUT_IF_ABSENT_CLASS
-from sbqueue.spark.s3a import S3A_PACKAGES, is_s3_root, s3a_conf
+from sbqueue.spark.s3a import S3A_PACKAGES, s3a_conf
 from sbqueue.spark.session import store_conf
 
 _ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1",
@@ -12,8 +13,8 @@ _ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1",
 
 
 def test_both_schemes_are_s3_and_nothing_else_is() -> None:
-    assert is_s3_root("s3://b/p") and is_s3_root("S3A://b/p")
-    assert not any(is_s3_root(r) for r in ("/tmp/s3", "abfss://c@a/p", "s3", "file:///s3a"))
+    assert is_s3("s3://b/p") and is_s3("S3A://b/p")
+    assert not any(is_s3(r) for r in ("/tmp/s3", "abfss://c@a/p", "s3", "file:///s3a"))
 
 
 def test_the_conf_adds_s3a_and_the_put_if_absent_store_and_no_secret() -> None:

@@ -1,8 +1,9 @@
 """Where a namespace or table lives: a local folder (a plain path or ``file:`` URI), an S3
 prefix (``s3://`` or ``s3a://``: one table either way), or elsewhere.
 
-The lowest module of the store: the document stores, the Delta gateways, the driver's
-reads and commits and the executor's choice all ask it, and it asks nothing of them.
+The lowest module of the package, below even ``spark``: the session's setup, the document
+stores, the Delta gateways, the driver's reads and commits and the executor's choice all
+ask it, and it imports nothing of sbqueue (``tests/unit/test_layers.py``).
 """
 
 from __future__ import annotations
