@@ -263,3 +263,24 @@ def test_the_cli_refuses_to_listen_beyond_loopback_without_a_token(monkeypatch) 
     result = CliRunner().invoke(main, ["explorer", "--host", "0.0.0.0"])
     assert result.exit_code == 2
     assert "--host 0.0.0.0 listens beyond this machine: give --token" in result.output
+
+
+@pytest.mark.local_executor
+def test_an_s3_namespace_is_shown_from_the_driver(spark, s3_root, spark_jobs) -> None:
+    """Issue 46 on object storage: the same pages and /metrics on an S3 namespace (the
+    moto server), read on the driver (decision 040): no Spark job, the engine's counts."""
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    admin = ServiceBusAdministrationClient(s3_root, spark=spark)
+    admin.create_queue("orders", enable_partitioning=True)
+    with ServiceBusClient(s3_root, spark=spark).get_queue_sender("orders") as sender:
+        sender.send_messages([ServiceBusMessage(f"m{i}") for i in range(5)])
+    app = _app(s3_root, spark)
+    urls = ["/", "/entity?path=orders", "/messages?path=orders", "/metrics"]
+    (pages, jobs) = spark_jobs(lambda: [app.get(u) for u in urls])
+    assert [p.status_code for p in pages] == [200] * len(urls) and jobs == 0
+    assert _cells(pages[0].text, "orders")["active"] == "5"
+    assert len(re.findall(r"seq=(\d+)", pages[2].text)) == 5
+    active = [s.value for f in text_string_to_metric_families(pages[3].text)
+              if f.name == "sbqueue_active_messages" for s in f.samples]
+    assert sum(active) == 5 and len(active) == 16
