@@ -68,6 +68,15 @@ def epoch(value: datetime | None) -> float | None:
     return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
 
 
+
+def outlives_its_lock(message: Any) -> bool:
+    """Whether the message is still there when its lock lapses: a complete faked on it must
+    show as a second delivery. One whose time to live ends first expires unseen instead
+    (S8.2, S8.3), which is right and shows nothing (a faulted soak of 2026-11-29 picked one with
+    a 4 s time to live, and its fault went unseen)."""
+    until, expires = message.locked_until_utc, message.expires_at_utc
+    return until is not None and (expires is None or expires > until + timedelta(seconds=60))
+
 class Role:
     """What every role shares: its client, history, random source and message ids."""
 
@@ -119,7 +128,8 @@ class Role:
                   "token": message.lock_token, "action": action, "call": call}
         self.history.write("settle_begin", started=started, **fields)
         try:
-            if action == "complete" and soak_faults.fires("fake-complete", self.name):
+            if action == "complete" and outlives_its_lock(message) and soak_faults.fires(
+                    "fake-complete", self.name):
                 # the fault: a complete that returns and leaves the lock as it was
                 soak_faults.note(self.history_path.parent, "fake-complete", entity=entity,
                                  seq=message.sequence_number, id=message.message_id)
