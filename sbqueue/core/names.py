@@ -12,6 +12,7 @@ __all__ = [
     "SUBSCRIPTIONS_SEGMENT",
     "TRANSFER_DEAD_LETTER_SUFFIX",
     "name_key",
+    "subscription_parts",
     "validate_entity_path",
     "validate_short_name",
 ]
@@ -89,6 +90,15 @@ def validate_short_name(name: object, what: str = "subscription name") -> str:
     if short in (".", ".."):
         raise InvalidOperationError(f"{what} {short!r} may not escape the namespace (S1.7)")
     return short
+
+
+def subscription_parts(path: str) -> tuple[str, str] | None:
+    """(topic, subscription) of a ``<topic>/Subscriptions/<name>`` path (the segment in any
+    case; a topic's own name may hold slashes); None for any other path."""
+    parts = path.rsplit("/", 2)
+    if len(parts) == 3 and parts[1].lower() == SUBSCRIPTIONS_SEGMENT.lower():
+        return parts[0], parts[2]
+    return None
 
 
 def name_key(name: str) -> str:

@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sbqueue.core.duplicates import dedupe_window
 from sbqueue.core.lifecycle import DELETING
-from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT, validate_entity_path
+from sbqueue.core.names import (
+    SUBSCRIPTIONS_SEGMENT,
+    subscription_parts,
+    validate_entity_path,
+)
 from sbqueue.core.properties import EntityDefinition, NamespaceProperties, Sku
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.engine.catalog import Catalog
@@ -171,10 +175,9 @@ class Namespace:
         or one of their sub-queues (``<path>/$DeadLetterQueue`` and the like)."""
         base, sub_queue = SubQueue.split(path)
         validate_entity_path(base, "entity path")
-        parts = base.rsplit("/", 2)
-        if len(parts) == 3 and parts[1].lower() == SUBSCRIPTIONS_SEGMENT.lower() \
-                and self.catalog.exists("topic", parts[0]):
-            return Entity(self, self.catalog.get("subscription", parts[2], parts[0]), sub_queue)
+        parts = subscription_parts(base)
+        if parts is not None and self.catalog.exists("topic", parts[0]):
+            return Entity(self, self.catalog.get("subscription", parts[1], parts[0]), sub_queue)
         if self.catalog.exists("topic", base) and not self.catalog.queue_exists(base):
             raise InvalidOperationError(
                 f"{base!r} is a topic: send to it with topic_sender / Topic, receive from "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sbqueue.client.message import ServiceBusMessage
 from sbqueue.core.clock import utcnow
-from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.names import subscription_parts
 from sbqueue.core.properties import EntityStatus
 from sbqueue.core.subqueues import SubQueue
 from sbqueue.engine.forward.job import DEFAULT_BATCH, Forwarder
@@ -55,8 +55,8 @@ def resubmit(tools: Tools, path: str, form: dict[str, str]) -> str:
     """Dead-lettered messages the predicate selects back to the queue (a subscription's to
     its topic), exactly once, as the resubmit job does (decision 010)."""
     where = form.get("where", "").strip() or "true"
-    parts = path.split("/")
-    home = parts[0] if len(parts) == 3 and parts[1] == SUBSCRIPTIONS_SEGMENT else path
+    parts = subscription_parts(path)
+    home = path if parts is None else parts[0]
     result = Forwarder(tools.admin.namespace, path, DEFAULT_BATCH).resubmit(
         where, home, RESUBMIT_LIMIT)
     return f"resubmitted {result.forwarded} dead-lettered message(s) of {path} to {home}"
@@ -102,7 +102,7 @@ def set_status(tools: Tools, path: str, form: dict[str, str]) -> str:
         choices = ", ".join(s.value for s in EntityStatus)
         raise InvalidOperationError(f"status={wanted!r}: one of {choices} (S16.1)") from None
     kind, admin = kind_of(tools.admin, path), tools.admin
-    topic, _, sub = path.partition(f"/{SUBSCRIPTIONS_SEGMENT}/")
+    topic, sub = subscription_parts(path) or (path, "")
     update: dict[str, Callable[[], Any]] = {
         "queue": lambda: admin.update_queue(admin.get_queue(path), status=status),
         "topic": lambda: admin.update_topic(admin.get_topic(path), status=status),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from sbqueue.client.convert import to_received
 from sbqueue.client.message import ServiceBusReceivedMessage
-from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT, subscription_parts
 from sbqueue.core.properties import EntityDefinition
 from sbqueue.core.rules import describe_filter
 from sbqueue.core.subqueues import SubQueue
@@ -134,9 +134,9 @@ def _status(props: EntityDefinition) -> str:
 
 def kind_of(admin: ServiceBusAdministrationClient, path: str) -> str:
     """queue, topic or subscription; MessagingEntityNotFoundError when none is there."""
-    parts = path.split("/")
-    if len(parts) == 3 and parts[1].lower() == SUBSCRIPTIONS_SEGMENT.lower():
-        admin.get_subscription(parts[0], parts[2])
+    parts = subscription_parts(path)
+    if parts is not None:
+        admin.get_subscription(*parts)
         return "subscription"
     if any(q.name.lower() == path.lower() for q in admin.list_queues()):
         return "queue"
@@ -161,7 +161,7 @@ def entity_detail(admin: ServiceBusAdministrationClient, path: str) -> EntityDet
     props = entity.props
     rules = []
     if kind == "subscription":
-        topic_name, _, sub_name = path.split("/")
+        topic_name, sub_name = subscription_parts(path) or (path, "")
         rules = [(r.name, describe_filter(r.filter),
                   r.action.sql_expression if r.action else "")
                  for r in admin.list_rules(topic_name, sub_name)]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from sbqueue.core.names import SUBSCRIPTIONS_SEGMENT
+from sbqueue.core.names import subscription_parts
 from sbqueue.engine.forward.job import DEFAULT_BATCH, Forwarder
 from sbqueue.jobs.runner import base_parser, run_job
 
@@ -37,9 +37,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _body(args: argparse.Namespace, namespace: Any) -> dict[str, Any]:
-    parts = args.entity.split("/")
-    home = parts[0] if len(parts) == 3 and parts[1].lower() == SUBSCRIPTIONS_SEGMENT.lower() \
-        else args.entity
+    parts = subscription_parts(args.entity)
+    home = args.entity if parts is None else parts[0]
     destination = args.to or home
     result = Forwarder(namespace, args.entity, args.batch).resubmit(
         args.where, destination, args.max_messages)

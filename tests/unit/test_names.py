@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sbqueue.core.names import name_key, validate_entity_path, validate_short_name
+from sbqueue.core.names import (
+    name_key,
+    subscription_parts,
+    validate_entity_path,
+    validate_short_name,
+)
 from sbqueue.exceptions import InvalidOperationError
 
 
@@ -53,3 +58,11 @@ def test_s1_7_lookup_is_case_insensitive() -> None:
 def test_s1_7_name_must_be_a_string() -> None:
     with pytest.raises(InvalidOperationError, match="string"):
         validate_entity_path(42)
+
+
+def test_a_subscription_path_names_its_topic_and_subscription() -> None:
+    assert subscription_parts("orders/Subscriptions/eu") == ("orders", "eu")
+    assert subscription_parts("orders/subscriptions/eu") == ("orders", "eu")  # S1.7: any case
+    assert subscription_parts("shop/orders/Subscriptions/eu") == ("shop/orders", "eu")
+    for path in ("orders", "orders/eu", "orders/Subs/eu", "Subscriptions/eu"):
+        assert subscription_parts(path) is None, path
