@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sbqueue.client.message import ServiceBusMessage
+from sbqueue.client.receiver import MAX_DELETE
 from sbqueue.core.clock import utcnow
 from sbqueue.core.names import subscription_parts
 from sbqueue.core.properties import EntityStatus
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ACTIONS", "Action", "Tools"]
 
-_PURGE_BATCH = 4000  # S5.7: what one batch delete removes at most
 RESUBMIT_LIMIT = 100_000
 
 
@@ -72,7 +72,7 @@ def purge(tools: Tools, path: str, form: dict[str, str]) -> str:
     target = SubQueue.DEAD_LETTER.path(path) if lane == "dead_letter" else path
     entity = tools.admin.namespace.entity(target)
     before, total = utcnow(), 0
-    while removed := entity.delete_messages(_PURGE_BATCH, before):
+    while removed := entity.delete_messages(MAX_DELETE, before):
         total += removed
     return f"purged {total} message(s) from {target}"
 

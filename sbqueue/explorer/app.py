@@ -157,7 +157,7 @@ class _Pages:
                            chart=partition_chart(detail.per_partition), actions=ACTIONS)
 
     def entity_counts(self, request: Request) -> Response:
-        detail = self.explorer.read(model.entity_detail, _path(request))
+        detail = self.explorer.read(model.entity_counts, _path(request))
         return self.render(request, "entity_counts.html", detail=detail,
                            chart=partition_chart(detail.per_partition))
 

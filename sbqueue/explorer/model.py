@@ -5,7 +5,8 @@ messages. Reads only: nothing here commits. Plain frozen data for the templates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,8 @@ from sbqueue.explorer.bodies import ShownBody, shown_body
 if TYPE_CHECKING:
     from sbqueue.management import ServiceBusAdministrationClient
 
-__all__ = ["EntityDetail", "EntityRow", "MessagePage", "ShownMessage", "entity_detail",
-           "message_page", "one_message", "overview", "parse_after"]
+__all__ = ["EntityDetail", "EntityRow", "MessagePage", "ShownMessage", "entity_counts",
+           "entity_detail", "message_page", "one_message", "overview", "parse_after"]
 
 PAGE = 25
 """Messages a page of the peek shows, unless it asks for another number up to MAX_PAGE."""
@@ -97,19 +98,21 @@ def overview(admin: ServiceBusAdministrationClient) -> list[EntityRow]:
     ns = admin.namespace
     rows = [_row(ns.entity(q.name), "queue", q) for q in admin.list_queues()]
     for topic in admin.list_topics():
-        subs = [_row(ns.entity(_sub_path(topic.name, s.name)), "subscription", s)
-                for s in admin.list_subscriptions(topic.name)]
+        subs = _subscription_rows(admin, topic.name)
         rows.append(_topic_row(admin, topic, subs))
         rows += subs
     return rows
 
 
-def _sub_path(topic: str, name: str) -> str:
-    return f"{topic}/{SUBSCRIPTIONS_SEGMENT}/{name}"
+def _subscription_rows(admin: ServiceBusAdministrationClient, topic: str) -> list[EntityRow]:
+    return [_row(admin.namespace.entity(f"{topic}/{SUBSCRIPTIONS_SEGMENT}/{s.name}"),
+                 "subscription", s) for s in admin.list_subscriptions(topic)]
 
 
-def _row(entity: Entity, kind: str, props: EntityDefinition) -> EntityRow:
-    counts = entity.counts()
+def _row(entity: Entity, kind: str, props: EntityDefinition,
+         counts: Mapping[str, int] | None = None) -> EntityRow:
+    """An entity's line, with its ``counts()`` (read here unless given)."""
+    counts = entity.counts() if counts is None else counts
     return EntityRow(path=entity.path, kind=kind, status=_status(props),
                      partitions=entity.partitions,
                      requires_session=bool(getattr(props, "requires_session", False)),
@@ -146,28 +149,35 @@ def kind_of(admin: ServiceBusAdministrationClient, path: str) -> str:
         f"no queue or topic {path!r} in {admin.namespace.root} (S1.1)")
 
 
-def entity_detail(admin: ServiceBusAdministrationClient, path: str) -> EntityDetail:
-    """An entity's page: its counts per partition, properties, rules and sessions; a
-    topic's, its subscriptions."""
+def entity_counts(admin: ServiceBusAdministrationClient, path: str) -> EntityDetail:
+    """An entity's counts, whole and per partition (one read of its messages: the whole is
+    the partitions' sum), and its properties; a topic's, its subscriptions. What the
+    entity page refreshes."""
     kind = kind_of(admin, path)
-    ns = admin.namespace
     if kind == "topic":
         topic = admin.get_topic(path)
-        subs = [_row(ns.entity(_sub_path(topic.name, s.name)), "subscription", s)
-                for s in admin.list_subscriptions(topic.name)]
+        subs = _subscription_rows(admin, topic.name)
         return EntityDetail(_topic_row(admin, topic, subs), _properties(topic), {},
                             subscriptions=subs)
-    entity = ns.entity(path)
-    props = entity.props
-    rules = []
-    if kind == "subscription":
-        topic_name, sub_name = subscription_parts(path) or (path, "")
+    entity = admin.namespace.entity(path)
+    tallies = entity.partition_tallies()
+    whole = {k: sum(t[k] for t in tallies.values()) for k in next(iter(tallies.values()))}
+    return EntityDetail(_row(entity, kind, entity.props, whole), _properties(entity.props),
+                        tallies)
+
+
+def entity_detail(admin: ServiceBusAdministrationClient, path: str) -> EntityDetail:
+    """An entity's page: ``entity_counts``, and a subscription's rules and a session
+    entity's sessions."""
+    counts = entity_counts(admin, path)
+    rules, sessions = [], []
+    if counts.row.kind == "subscription":
         rules = [(r.name, describe_filter(r.filter),
                   r.action.sql_expression if r.action else "")
-                 for r in admin.list_rules(topic_name, sub_name)]
-    sessions = _sessions(entity) if getattr(props, "requires_session", False) else []
-    return EntityDetail(_row(entity, kind, props), _properties(props),
-                        entity.partition_tallies(), rules=rules, sessions=sessions)
+                 for r in admin.list_rules(*(subscription_parts(path) or (path, "")))]
+    if counts.row.requires_session:
+        sessions = _sessions(admin.namespace.entity(path))
+    return replace(counts, rules=rules, sessions=sessions)
 
 
 def _properties(props: EntityDefinition) -> list[tuple[str, str]]:
