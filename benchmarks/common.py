@@ -39,6 +39,19 @@ def cpu_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+def record(name: str, result: Mapping[str, Any]) -> None:
+    """Print a run's result as one JSON line and append it to
+    ``benchmarks/results/<name>-<date>.jsonl``."""
+    from datetime import date
+    from pathlib import Path
+
+    line = json.dumps(result)
+    print(line)
+    out = Path(__file__).parent / "results" / f"{name}-{date.today()}.jsonl"
+    with out.open("a") as f:
+        f.write(line + "\n")
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -18,7 +18,6 @@ them dead-lettered) and a topic with two subscriptions. Each round, interleaved,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from common import median
+from common import median, record
 
 
 def _fill(root: str, queues: int, messages: int) -> None:
@@ -113,10 +112,7 @@ def main() -> None:
               "queues": args.queues, "messages": args.messages,
               "seconds": {k: round(median(v), 4) for k, v in times.items()},
               "vs_raw": {k: round(median(v) / raw, 2) for k, v in times.items()}}
-    print(json.dumps(result))
-    out = Path(__file__).parent / "results" / f"explorer-{date.today()}.jsonl"
-    with out.open("a") as f:
-        f.write(json.dumps(result) + "\n")
+    record("explorer", result)
 
 
 if __name__ == "__main__":

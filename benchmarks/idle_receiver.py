@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import random
 import subprocess
 import sys
@@ -25,7 +25,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from common import median
+from common import median, record
 
 IDLE = textwrap.dedent("""
     import sys
@@ -52,7 +52,7 @@ WAITING = textwrap.dedent("""
 
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def _start(program: str, *args: str) -> subprocess.Popen[str]:
@@ -120,10 +120,7 @@ def main() -> None:
               "trip_p99_ms": round(1000 * _pct(trips, 0.99), 1),
               "raw_append_p50_ms": round(1000 * median(raw), 1), "note": args.note}
     result["trip_p50_vs_raw"] = round(result["trip_p50_ms"] / result["raw_append_p50_ms"], 1)
-    print(json.dumps(result))
-    out = Path(__file__).parent / "results" / f"idle_receiver-{date.today()}.jsonl"
-    with out.open("a") as f:
-        f.write(json.dumps(result) + "\n")
+    record("idle_receiver", result)
 
 
 if __name__ == "__main__":
