@@ -178,8 +178,8 @@ class ServiceBusReceiver:
                 return
             yield got[0]
 
-    @timed("peek")
     # -- peek ------------------------------------------------------------------------------
+    @timed("peek")
     def peek_messages(self, max_message_count: int = 1, *, sequence_number: int | None = None,
                       **kwargs: Any) -> list[ServiceBusReceivedMessage]:
         """No lock, no change, no commit (S9.1); continues after the last peeked message."""
@@ -196,8 +196,8 @@ class ServiceBusReceiver:
             self._last_peeked = (messages[-1].enqueued_time_utc, messages[-1].sequence_number)
         return messages
 
-    @timed("delete")
     # -- batch delete (S5.7) ---------------------------------------------------------------
+    @timed("delete")
     @honours_timeout
     def delete_messages(self, *, max_message_count: int = 1,
                         before_enqueued_time_utc: datetime | None = None,

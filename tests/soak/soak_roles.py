@@ -68,7 +68,6 @@ def epoch(value: datetime | None) -> float | None:
     return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
 
 
-
 def outlives_its_lock(message: Any) -> bool:
     """Whether the message is still there when its lock lapses: a complete faked on it must
     show as a second delivery. One whose time to live ends first expires unseen instead
@@ -76,6 +75,7 @@ def outlives_its_lock(message: Any) -> bool:
     a 4 s time to live, and its fault went unseen)."""
     until, expires = message.locked_until_utc, message.expires_at_utc
     return until is not None and (expires is None or expires > until + timedelta(seconds=60))
+
 
 class Role:
     """What every role shares: its client, history, random source and message ids."""

@@ -60,7 +60,6 @@ def _profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_named_profile_gives_its_keys_and_region(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("botocore")
     _profiles(tmp_path, monkeypatch)
     env = {"AWS_PROFILE": "team"}
     complete({}, env)
@@ -73,7 +72,6 @@ def test_a_named_profile_gives_its_keys_and_region(tmp_path: Path,
 
 def test_a_profile_that_is_not_there_is_one_clear_error(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("botocore")
     _profiles(tmp_path, monkeypatch)
     with pytest.raises(StorageFailureError, match=r"AWS_PROFILE='nobody'.*ProfileNotFound"):
         complete({}, {"AWS_PROFILE": "nobody"})
