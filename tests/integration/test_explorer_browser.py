@@ -132,6 +132,21 @@ def _wait(driver, condition, seconds: float = 60) -> None:
     WebDriverWait(driver, seconds, poll_frequency=0.5).until(lambda d: condition())
 
 
+def _go(driver, act, wanted: str, seconds: float = 600) -> None:
+    """``act()`` (a click, a back) and wait until the browser left the page it was on and
+    the next one shows ``wanted`` (a CSS selector): a form's submit returns before its
+    page has loaded, and an element found in between belongs to the old page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")
+    act()
+    wait = WebDriverWait(driver, seconds, poll_frequency=0.2)
+    wait.until(expected_conditions.staleness_of(page))
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, wanted))
+
+
 def test_a_person_looks_peeks_resubmits_and_sees_the_counts_change(
         namespace, explorer, browser, tmp_path) -> None:
     from selenium.webdriver.common.by import By
@@ -144,35 +159,37 @@ def test_a_person_looks_peeks_resubmits_and_sees_the_counts_change(
     assert _cell(driver, "events/Subscriptions/all", "active") == "5"
     _shot(driver, shots, "namespace")
 
-    driver.find_element(By.LINK_TEXT, "orders").click()
+    _go(driver, driver.find_element(By.LINK_TEXT, "orders").click, "svg.chart")
     bars = driver.find_elements(By.CSS_SELECTOR, "svg.chart rect[data-count]")
     assert sum(int(b.get_attribute("data-count")) for b in bars) == 20
     _shot(driver, shots, "entity")
 
-    driver.find_element(By.LINK_TEXT, "peek the dead-letter queue").click()
+    _go(driver, driver.find_element(By.LINK_TEXT, "peek the dead-letter queue").click,
+        "#messages")
     links = driver.find_elements(By.CSS_SELECTOR, "#messages a")
     assert len(links) == 2
     for index in range(2):
-        driver.find_elements(By.CSS_SELECTOR, "#messages a")[index].click()
+        _go(driver, driver.find_elements(By.CSS_SELECTOR, "#messages a")[index].click,
+            "#system")
         reason = driver.find_element(By.ID, "system").text
         assert "dead_letter_reason BadOrder" in reason
         if "script" in driver.find_element(By.ID, "body").text:
             assert driver.find_element(By.ID, "body").text == XSS  # shown as text
             _shot(driver, shots, "message")
         assert driver.execute_script("return window.__sbqueue_xss === undefined")
-        driver.back()
+        _go(driver, driver.back, "#messages")
 
     driver.get(explorer + "/entity?path=orders")
     driver.find_element(By.ID, "where").send_keys("dead_letter_reason = 'BadOrder'")
-    driver.find_element(By.ID, "resubmit").click()
+    _go(driver, driver.find_element(By.ID, "resubmit").click, "#question")
     assert "Resubmit dead-lettered messages on orders" in driver.find_element(
         By.ID, "question").text
-    driver.find_element(By.ID, "confirm").click()
+    _go(driver, driver.find_element(By.ID, "confirm").click, "#report, #error")
     shown = driver.find_element(By.TAG_NAME, "main").text
     assert "resubmitted 2 dead-lettered message(s) of orders to orders" in shown, shown
     _shot(driver, shots, "resubmitted")
 
-    driver.find_element(By.LINK_TEXT, "the namespace").click()
+    _go(driver, driver.find_element(By.LINK_TEXT, "the namespace").click, "#entities")
     assert (_cell(driver, "orders", "active"), _cell(driver, "orders", "dead_letter")) == (
         "20", "0")
     with namespace.get_queue_sender("orders") as sender:  # the page refreshes in place
@@ -182,8 +199,8 @@ def test_a_person_looks_peeks_resubmits_and_sees_the_counts_change(
 
     driver.get(explorer + "/entity?path=orders")
     driver.find_element(By.ID, "where").send_keys("dead_letter_reason ===")
-    driver.find_element(By.ID, "resubmit").click()
-    driver.find_element(By.ID, "confirm").click()
+    _go(driver, driver.find_element(By.ID, "resubmit").click, "#question")
+    _go(driver, driver.find_element(By.ID, "confirm").click, "#report, #error")
     shown = driver.find_element(By.TAG_NAME, "main").text
     assert "Not done" in shown, shown
     error = driver.find_element(By.ID, "error").text
