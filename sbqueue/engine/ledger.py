@@ -140,17 +140,21 @@ class Ledger(Table):
         scope = {(p, lane) for p in partitions for lane in lanes} | {
             (int(r["partition_id"]), str(r["lane"])) for r in rows}
         pinned = self.pin() if self.commits_here() else None
-        stored = None if pinned is None else pinned.rows(
-            {"partition_id": sorted({p for p, _ in scope}),
-             "lane": sorted({lane for _, lane in scope})}, None,
-            lambda r: (r["partition_id"], r["lane"]) in scope)
-        if pinned is None or stored is None:
+        if pinned is None:
             return False
-        out = apply_guarded(stored, rows, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match,
-                            lambda stored, change: False)
-        self.rewrite_here(pinned, [{"partition_id": p, "lane": lane}
-                                   for p, lane in sorted(scope)], out)
-        return True
+        try:
+            stored = pinned.rows({"partition_id": sorted({p for p, _ in scope}),
+                                  "lane": sorted({lane for _, lane in scope})}, None,
+                                 lambda r: (r["partition_id"], r["lane"]) in scope)
+            if stored is None:
+                return False
+            out = apply_guarded(stored, rows, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match,
+                                lambda stored, change: False)
+            self.rewrite_here(pinned, [{"partition_id": p, "lane": lane}
+                                       for p, lane in sorted(scope)], out)
+            return True
+        finally:
+            pinned.release()
 
     def append_rows(self, rows: list[dict[str, Any]], tag: str | None = None) -> None:
         """Append full rows in one blind commit (found in the history by ``tag``): on the

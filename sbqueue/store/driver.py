@@ -38,7 +38,7 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.location import driver_uri, is_local, is_s3
-from sbqueue.store import deadline
+from sbqueue.store import deadline, warm
 from sbqueue.store.executor import delta_rs_installed, spark_only
 from sbqueue.store.logfiles import has_commit, log_files
 from sbqueue.store.objects import arrow_files, storage_options
@@ -94,6 +94,15 @@ class Pinned:
     def __init__(self, path: str) -> None:
         self.path = path
         self.table = _take(path)  # this thread's table, held at its version until rewrite
+        self._held = True
+
+    def release(self) -> None:
+        """Give the table back to this thread's cache (kept warm for the next read): after
+        a rewrite, or where the caller decided not to write. Once only: a table given back
+        may be taken by the next ``Pinned``, which must not share it with this one."""
+        if self._held:
+            self._held = False
+            _give_back(self.path, self.table)
 
     def rows(self, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,
              keep: Keep) -> list[Row] | None:
@@ -110,12 +119,19 @@ class Pinned:
                   for name, values in partitions.items()]
 
         def read() -> list[Row] | None:
-            dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen,
-                                                    filesystem=_native_files(self.path))
-            if dataset.count_rows(filter=where) > ROW_LIMIT:
-                return None
-            table = dataset.to_table(filter=where,
-                                     columns=None if columns is None else list(columns))
+            files = _native_files(self.path)
+            whole = warm.partition_table(self.path, self.table, files, partitions)
+            if whole is None:  # a table warm does not read: delta-rs's own dataset
+                dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen,
+                                                        filesystem=files)
+                if dataset.count_rows(filter=where) > ROW_LIMIT:
+                    return None
+                table = dataset.to_table(filter=where,
+                                         columns=None if columns is None else list(columns))
+            else:  # the files of those partitions only: nothing to filter
+                if whole.num_rows > ROW_LIMIT:
+                    return None
+                table = whole if columns is None else whole.select(list(columns))
             return [row for row in _plain(table.to_pylist()) if keep(row)]
         return or_none(read)
 
@@ -141,7 +157,7 @@ class Pinned:
             _refuse(self.path, exc)
             raise Conflict(str(exc).split("\n")[0]) from None
         finally:
-            _give_back(self.path, self.table)
+            self.release()
 
 
 def append(path: str, rows: list[Row], tag: str) -> None:
@@ -272,7 +288,7 @@ def scan(path: str, partitions: Mapping[str, Sequence[Any]], columns: Sequence[s
     try:
         return pinned.rows(partitions, columns, keep)
     finally:
-        _give_back(path, pinned.table)  # kept: the next read only reads newer commits
+        pinned.release()  # kept: the next read only reads newer commits
 
 
 def _literal(value: Any) -> str:

@@ -127,6 +127,16 @@ def small_receive(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str,
     if not decided_here(a, lane):
         return None
     pinned = ledger.pin() if ledger.commits_here() else None  # decide and commit at one version
+    try:
+        return _decided(ledger, inbox, a, lane, lapsed_first, pinned)
+    finally:
+        if pinned is not None:
+            pinned.release()
+
+
+def _decided(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, lapsed_first: bool,
+             pinned: Pinned | None) -> ReceiveResult | None:
+    """``small_receive`` once its ledger is pinned (None: read and commit through Spark)."""
     # A maintenance pass reads a longer head, narrow: it hands nothing out.
     read = _read(ledger, inbox, a, lane, pinned, head=SMALL_PASS if a.advance_idle else 0,
                  bodies=not a.advance_idle)

@@ -37,6 +37,7 @@ from sbqueue.engine.receive.handed import handed_frame
 from sbqueue.engine.records import CLOCK_MARGIN, RECORD_BUDGET
 from sbqueue.engine.schema import LEDGER_TYPES, LOCATOR
 from sbqueue.engine.settle.by_number_here import Decided, apply_here
+from sbqueue.store.driver import Pinned
 from sbqueue.store.guarded import EXPECT_COLUMN
 
 PAIRS = "sequence_number long, _token string"
@@ -180,6 +181,15 @@ def settle_here(ledger: Ledger, locks: list[tuple[int, str]], lanes: tuple[str, 
     pinned = ledger.pin() if ledger.commits_here() else None
     if pinned is None:
         return None
+    try:
+        return _settled_here(ledger, pinned, locks, lanes, ctx)
+    finally:
+        pinned.release()
+
+
+def _settled_here(ledger: Ledger, pinned: Pinned, locks: list[tuple[int, str]],
+                  lanes: tuple[str, ...], ctx: SettleContext) -> SettleResult | None:
+    """``settle_here`` on its pinned ledger."""
     wanted = dict(locks)  # one verdict per message
     stored = pinned.rows({"partition_id": sorted({partition_of(s) for s in wanted})}, None,
                          lambda r: True)

@@ -21,6 +21,7 @@ from sbqueue.core.expr import Expr
 from sbqueue.core.sequence import partition_of
 from sbqueue.core.transitions import Outcome
 from sbqueue.engine.ledger import Ledger
+from sbqueue.store.driver import Pinned
 
 __all__ = ["Decided", "apply_here"]
 
@@ -46,6 +47,16 @@ def apply_here(ledger: Ledger, wanted: Sequence[tuple[Any, ...]], names: Sequenc
     pinned = ledger.pin() if ledger.commits_here() else None
     if pinned is None:
         return None
+    try:
+        return _applied(ledger, pinned, wanted, names, lanes, valid, outcome, require_all)
+    finally:
+        pinned.release()
+
+
+def _applied(ledger: Ledger, pinned: Pinned, wanted: Sequence[tuple[Any, ...]],
+             names: Sequence[str], lanes: tuple[str, ...], valid: Expr, outcome: Outcome,
+             require_all: bool) -> Decided | None:
+    """``apply_here`` on its pinned ledger."""
     asked = {int(w[0]): dict(zip(names, w, strict=True)) for w in wanted}
     stored = pinned.rows({"partition_id": sorted({partition_of(s) for s in asked})}, None,
                          lambda r: True)

@@ -1,0 +1,106 @@
+"""A table's data files kept decoded in this process (issue 45 point 1, decision 044).
+
+Why: a Delta data file never changes once written (a commit adds and removes whole files),
+so a file read once serves every later read of its partition until a commit removes it
+from the snapshot. A receive reads its ledger partitions twice (to decide, then to rewrite
+them) and the processes that serve an entity read the same few small files again and
+again: through delta-rs's ``to_pyarrow_dataset`` each read built the fragments of every
+file again (~47 ms for 17 files, measured) and decoded each file (~20 ms), where the
+snapshot's add actions say which files to take in under a millisecond. The snapshot itself
+stays warm in ``store.driver`` (delta-rs's incremental update reads only the new commits).
+
+Bounded by bytes (least recently used first out), so a process's memory does not grow with
+what a queue holds. Only tables read by path alone (reader version 1: no deletion vectors,
+no column mapping) are served here; the caller reads others through delta-rs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+__all__ = ["BUDGET", "partition_table"]
+
+# Bytes of decoded files a process keeps at most (``SBQUEUE_WARM_BYTES``): a ledger file is
+# a few KB to a few MB; the inbox's hold bodies, which is why there is a bound at all.
+# 0 turns it off (every read through delta-rs's dataset, as before decision 044).
+BUDGET = int(os.environ.get("SBQUEUE_WARM_BYTES", str(256 << 20)))
+
+_lock = threading.Lock()
+_files: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
+_held = [0]  # bytes in _files
+_FORMAT = ds.ParquetFileFormat(
+    default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
+
+
+def partition_table(root: str, table: Any, files: Any,
+                    partitions: Mapping[str, Sequence[Any]]) -> pa.Table | None:
+    """Every row of the files of ``table``'s snapshot in the named partitions (partition
+    column -> values), as one Arrow table with the table's schema; None where this module
+    does not read the table (a reader feature, a partition filter on a data column)."""
+    if BUDGET <= 0 or table.protocol().min_reader_version > 1:
+        return None
+    names = table.metadata().partition_columns
+    if not set(partitions) <= set(names):
+        return None
+    schema = pa.schema(table.schema().to_arrow())
+    adds = pa.table(table.get_add_actions(flatten=True))
+    chosen = _chosen(adds, partitions)
+    shape = schema.to_string()  # cached files are kept per schema: a table may evolve
+    pieces = []
+    for file, values in zip(chosen.column("path").to_pylist(),
+                            chosen.select([f"partition.{n}" for n in names]).to_pylist(),
+                            strict=True):
+        where = {n: values[f"partition.{n}"] for n in names}
+        pieces.append(_decoded((root, file, shape), where, schema, files))
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+
+
+def _chosen(adds: pa.Table, partitions: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """The add actions in the named partitions."""
+    keep = None
+    for name, values in partitions.items():
+        column = adds.column(f"partition.{name}")
+        clause = pc.is_in(column, pa.array(list(values), column.type))
+        keep = clause if keep is None else pc.and_(keep, clause)
+    return adds if keep is None else adds.filter(keep)
+
+
+def _decoded(key: tuple[str, str, str], values: Mapping[str, Any], schema: pa.Schema,
+             files: Any) -> pa.Table:
+    """One data file's rows with its partition columns, from memory or read once
+    (``key``: the table, the file, the schema)."""
+    with _lock:
+        found = _files.get(key)
+        if found is not None:
+            _files.move_to_end(key)
+            return found
+    found = _read(unquote(key[1]), values, schema, files)
+    with _lock:
+        if key not in _files:
+            _files[key] = found
+            _held[0] += found.nbytes
+        while _held[0] > BUDGET and len(_files) > 1:
+            _, dropped = _files.popitem(last=False)
+            _held[0] -= dropped.nbytes
+    return found
+
+
+def _read(file: str, values: Mapping[str, Any], schema: pa.Schema, files: Any) -> pa.Table:
+    """Read one file as delta-rs's dataset would: the table's schema, the partition columns
+    from the file's partition values (a Delta data file does not hold them)."""
+    expression = None
+    for name, value in values.items():
+        clause = pc.field(name).is_null() if value is None else pc.field(name) == value
+        expression = clause if expression is None else expression & clause
+    fragment = _FORMAT.make_fragment(file, filesystem=files,
+                                     partition_expression=expression)
+    return ds.FileSystemDataset([fragment], schema, _FORMAT, files).to_table()
