@@ -305,8 +305,9 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
              ) -> list[Row] | None:
     """The first ``limit`` rows by ``order`` among the rows appended in versions
     (after_version, up_to_version] that ``keep`` accepts (from the change feed, each with
-    ``_commit_version``); None when it cannot be read here. ``where``: a SQL filter the
-    rows must pass as well, by which delta-rs skips files and row groups."""
+    ``_commit_version``); None when it cannot be read here. ``where``: a SQL filter by
+    which delta-rs skips files and row groups of the change feed; ``keep`` must hold it
+    too (the walk of ``_walked`` reads by ``keep`` alone)."""
     if not enabled(path):
         return None
     if up_to_version <= after_version:
@@ -314,9 +315,42 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
     if not _feed_holds(path, after_version):
         return None  # the log no longer holds those commits: Spark reads by row tracking
 
+    walked = or_none(lambda: _walked(path, after_version, up_to_version,
+                                     list(dict.fromkeys([*columns, *order])), keep, order,
+                                     limit))
+    if walked is not None:
+        return walked
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
     return or_none(lambda: _first(
         _changes(path, after_version, up_to_version, wanted, where), wanted, keep, order, limit))
+
+
+_IN_COMMIT_ORDER = ("_commit_version", "batch_index")
+
+
+def _walked(path: str, after_version: int, up_to_version: int, wanted: list[str],
+            keep: Keep, order: Sequence[str], limit: int) -> list[Row] | None:
+    """``appended`` by walking the commits in order, each one's rows from memory where it
+    was read before (``store.warm``), stopping at the commit that completes ``limit``
+    rows: a head read costs the head, not the change feed of every commit since. None
+    where a commit is not plain appends or the order is not commit order (the change
+    feed is read instead)."""
+    table = latest(path)
+    if tuple(order) != _IN_COMMIT_ORDER or not warm.readable(table):
+        return None
+    files, found, seen = _native_files(path), list[Row](), 0
+    for version in range(after_version + 1, up_to_version + 1):
+        rows = warm.added(path, table, files, version)
+        if rows is None:
+            return None
+        seen += rows.num_rows
+        if seen > ROW_LIMIT:  # as the change feed's read: more rows than a driver read
+            return None
+        kept = [r for r in _plain(rows.select(wanted).to_pylist()) if keep(r)]
+        found += sorted(kept, key=lambda r: r["batch_index"])
+        if len(found) >= limit:
+            break
+    return found[:limit]
 
 
 def _feed_holds(path: str, after_version: int) -> bool:

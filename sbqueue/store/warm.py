@@ -16,6 +16,7 @@ no column mapping) are served here; the caller reads others through delta-rs.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -27,7 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-__all__ = ["BUDGET", "partition_table"]
+from sbqueue.store.logfiles import commit_actions, log_files
+
+__all__ = ["BUDGET", "added", "partition_table", "readable"]
 
 # Bytes of decoded files a process keeps at most (``SBQUEUE_WARM_BYTES``): a ledger file is
 # a few KB to a few MB; the inbox's hold bodies, which is why there is a bound at all.
@@ -37,6 +40,9 @@ BUDGET = int(os.environ.get("SBQUEUE_WARM_BYTES", str(256 << 20)))
 _lock = threading.Lock()
 _files: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
 _held = [0]  # bytes in _files
+# Reader features that leave a data file's rows as its Parquet rows: a VARIANT is a struct of
+# two binaries in the file, as delta-rs's own dataset reads it.
+_PLAIN_READS = frozenset({"variantType", "variantType-preview", "timestampNtz"})
 _FORMAT = ds.ParquetFileFormat(
     default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
 
@@ -46,7 +52,7 @@ def partition_table(root: str, table: Any, files: Any,
     """Every row of the files of ``table``'s snapshot in the named partitions (partition
     column -> values), as one Arrow table with the table's schema; None where this module
     does not read the table (a reader feature, a partition filter on a data column)."""
-    if BUDGET <= 0 or table.protocol().min_reader_version > 1:
+    if not readable(table):
         return None
     names = table.metadata().partition_columns
     if not set(partitions) <= set(names):
@@ -62,6 +68,58 @@ def partition_table(root: str, table: Any, files: Any,
         where = {n: values[f"partition.{n}"] for n in names}
         pieces.append(_decoded((root, file, shape), where, schema, files))
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
+
+
+def readable(table: Any) -> bool:
+    """Whether this module reads ``table``'s files: turned on, and no reader feature that
+    changes what a file's rows are (deletion vectors, column mapping)."""
+    protocol = table.protocol()
+    features = set(protocol.reader_features or ())
+    return BUDGET > 0 and (protocol.min_reader_version == 1 or features <= _PLAIN_READS)
+
+
+def added(root: str, table: Any, files: Any, version: int) -> pa.Table | None:
+    """The rows commit ``version`` added (its change feed's inserts) with
+    ``_commit_version``, from its commit file and its data files; None where the commit
+    is not plain appends (a change-data file, a data-changing remove) or its file is
+    gone."""
+    adds = _adds(root, version)
+    if adds is None:
+        return None
+    schema = pa.schema(table.schema().to_arrow())
+    shape = schema.to_string()
+    pieces = [_decoded((root, file, shape), _typed(values, schema), schema, files)
+              for file, values in adds]
+    whole = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    return whole.append_column("_commit_version",
+                               pa.array([version] * whole.num_rows, pa.int64()))
+
+
+@functools.lru_cache(maxsize=4096)  # a commit file never changes once written, and an
+def _adds(root: str, version: int  # entity's tables are made new at a new root each time
+          ) -> tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] | None:
+    """The data files commit ``version`` added with their partition values (as the log
+    writes them), or None where its change feed is not its adds."""
+    try:
+        actions = commit_actions(log_files(root), version)
+    except OSError:
+        return None
+    found = []
+    for action in actions:
+        remove = action.get("remove")
+        if "cdc" in action or (remove is not None and remove.get("dataChange", True)):
+            return None
+        add = action.get("add")
+        if add is not None and add.get("dataChange", True):
+            found.append((str(add["path"]), tuple(sorted(add["partitionValues"].items()))))
+    return tuple(found)
+
+
+def _typed(values: tuple[tuple[str, str | None], ...], schema: pa.Schema) -> dict[str, Any]:
+    """A file's partition values (strings in the log) as the schema's types."""
+    return {name: None if text is None else
+            pa.array([text], pa.string()).cast(schema.field(name).type)[0].as_py()
+            for name, text in values}
 
 
 def _chosen(adds: pa.Table, partitions: Mapping[str, Sequence[Any]]) -> pa.Table:

@@ -1,0 +1,139 @@
+"""Warm reads (``store.warm``, decision 044): a table's data files decoded once per process.
+Each read from memory is held against delta-rs's own reader of the same table (its dataset
+and its change feed), on real Delta tables written by delta-rs, no Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from sbqueue.store import driver, warm
+from sbqueue.store.objects import arrow_files
+
+SCHEMA = pa.schema([("p", pa.int32()), ("lane", pa.string()), ("seq", pa.int64()),
+                    ("batch_index", pa.int64()), ("body", pa.string())])
+
+
+def _rows(p: int, lane: str, first: int, n: int) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"p": p, "lane": lane, "seq": first + i, "batch_index": i, "body": f"b{first + i}"}
+         for i in range(n)], SCHEMA)
+
+
+def _table(tmp_path: Path, feed: bool = False) -> str:
+    """Four partitions over five commits, one partition rewritten, one row deleted."""
+    path = str(tmp_path / "t")
+    config = {"delta.enableChangeDataFeed": "true"} if feed else None
+    write_deltalake(path, _rows(0, "main", 0, 3), partition_by=["p", "lane"],
+                    configuration=config)
+    write_deltalake(path, _rows(1, "main", 10, 2), mode="append")
+    write_deltalake(path, pa.concat_tables([_rows(0, "dlq", 20, 2), _rows(2, "main", 30, 4)]),
+                    mode="append")
+    write_deltalake(path, _rows(1, "main", 40, 1), mode="overwrite",
+                    predicate="p = 1 AND lane = 'main'")
+    write_deltalake(path, _rows(3, "main", 50, 5), mode="append")
+    return path
+
+
+def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r["p"], r["lane"], r["seq"]))
+
+
+@pytest.mark.parametrize("partitions", [{"p": [0, 1, 2, 3]}, {"p": [1]},
+                                        {"p": [0, 2], "lane": ["main"]}, {"lane": ["dlq"]}])
+def test_a_partition_read_from_memory_is_delta_rs_own_read(
+        tmp_path: Path, partitions: dict[str, list[Any]]) -> None:
+    path = _table(tmp_path)
+    table = DeltaTable(path)
+    got = warm.partition_table(path, table, arrow_files(path), partitions)
+    assert got is not None
+    filters = [(name, "in", values) for name, values in partitions.items()]
+    expected = table.to_pyarrow_table(filters=filters)
+    assert got.schema == expected.schema
+    assert _sorted(got.to_pylist()) == _sorted(expected.to_pylist())
+    # the second read comes from memory and is the same
+    again = warm.partition_table(path, table, arrow_files(path), partitions)
+    assert again is not None and _sorted(again.to_pylist()) == _sorted(got.to_pylist())
+
+
+def test_a_rewrite_is_seen_by_the_next_read(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    assert driver.scan(path, {"p": [1]}, ["seq"], lambda r: True) == [{"seq": 40}]
+    pinned = driver.pin(path)
+    assert pinned is not None
+    pinned.rewrite([{"p": 1, "lane": "main"}],
+                   [{"p": 1, "lane": "main", "seq": 41, "batch_index": 0, "body": "new"}])
+    assert driver.scan(path, {"p": [1]}, ["seq", "body"], lambda r: True) == [
+        {"seq": 41, "body": "new"}]
+
+
+def test_the_rows_a_commit_added_are_its_change_feed(tmp_path: Path) -> None:
+    path = _table(tmp_path, feed=True)
+    table = DeltaTable(path)
+    for version in range(table.version() + 1):
+        got = warm.added(path, table, arrow_files(path), version)
+        feed = pa.table(table.load_cdf(starting_version=version, ending_version=version)
+                        .read_all())
+        inserts = [{k: v for k, v in r.items() if k not in ("_change_type", "_commit_timestamp")}
+                   for r in feed.to_pylist() if r["_change_type"] == "insert"]
+        if version == 3:  # a rewrite: its change feed is not only what it added
+            assert got is None
+            continue
+        assert got is not None
+        assert _sorted(got.to_pylist()) == _sorted(inserts), version
+
+
+def test_a_head_walk_is_the_change_feed_read(tmp_path: Path, monkeypatch: Any) -> None:
+    """``driver.appended`` walking commits from memory gives what its change-feed read
+    gives, for heads cut at every length (the walk stops at the commit that fills it)."""
+    path = str(tmp_path / "inbox")
+    write_deltalake(path, _rows(0, "main", 0, 2), partition_by=["p", "lane"],
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    for version in range(1, 6):
+        write_deltalake(path, pa.concat_tables([_rows(version % 3, "main", 10 * version, 3),
+                                                _rows(3, "main", 10 * version + 5, 1)]),
+                        mode="append")
+    order = ("_commit_version", "batch_index")
+
+    def keep(row: dict[str, Any]) -> bool:
+        return bool(row["p"] != 3)
+
+    for limit in (1, 4, 7, 100):
+        walked = driver.appended(path, 0, 5, ["p", "seq"], keep, order, limit)
+        with monkeypatch.context() as m:
+            m.setattr(warm, "BUDGET", 0)  # warm reads off: the change feed
+            fed = driver.appended(path, 0, 5, ["p", "seq"], keep, order, limit)
+        assert walked is not None and fed is not None
+        assert [(r["_commit_version"], r["batch_index"], r["seq"]) for r in walked] == [
+            (r["_commit_version"], r["batch_index"], r["seq"]) for r in fed], limit
+
+
+def test_memory_held_stays_within_the_budget(tmp_path: Path, monkeypatch: Any) -> None:
+    path = _table(tmp_path)
+    table = DeltaTable(path)
+    one = warm.partition_table(path, table, arrow_files(path), {"p": [3]})
+    assert one is not None
+    monkeypatch.setattr(warm, "BUDGET", 2 * one.nbytes)
+    for p in range(4):
+        warm.partition_table(path, table, arrow_files(path), {"p": [p]})
+    assert warm._held[0] <= warm.BUDGET
+
+
+def test_a_pinned_table_not_rewritten_stays_warm(tmp_path: Path) -> None:
+    """A receive that commits nothing gives its pinned table back: the next read brings
+    it up to date incrementally instead of loading the table again."""
+    path = _table(tmp_path)
+    pinned = driver.pin(path)
+    assert pinned is not None
+    pinned.release()
+    pinned.release()  # once only: a second release must not hand the table out twice
+    again = driver.pin(path)
+    assert again is not None and again.table is pinned.table
+    other = driver.pin(path)  # taken while `again` holds it: a table of its own
+    assert other is not None and other.table is not again.table
+    again.release()
+    other.release()
