@@ -53,6 +53,7 @@ from sbqueue.exceptions import (
     MessagingEntityDisabledError,
     PartitionUnavailableError,
 )
+from sbqueue.store.watch import Watch
 
 __all__ = ["EntityHandle", "Home", "Sendable"]
 
@@ -227,6 +228,12 @@ class EntityHandle:
     def none(self) -> DataFrame:
         """An empty receive's answer: the view's columns, no row."""
         return self.messages().limit(0).drop("sub_queue")
+
+    def watch(self) -> Watch | None:
+        """A watch of the tables whose commits can make a message available here (the
+        inbox it reads, the ledger it commits), for a receiver waiting on an empty entity;
+        None where they are not read on the driver."""
+        return Watch.watched([self.inbox.path, self.ledger.path])
 
     def version(self) -> int:
         """The entity's latest version: its inbox's (one per send commit), what ``as_of``

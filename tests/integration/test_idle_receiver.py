@@ -57,3 +57,46 @@ def test_s5_4_an_idle_iterator_waits_without_spinning_and_hands_over_promptly(
     assert [body for _, body in arrived] == ["wake"]
     waited = arrived[0][0] - sent
     assert waited <= 1.0, f"the message waited {waited:.2f} s for the idle iterator"
+
+
+def test_s5_4_a_waiting_receiver_wakes_on_a_send_not_on_a_timer(tmp_path) -> None:
+    """Issue 45 point 2 (decision 045): a receiver waiting on an empty queue looks again when
+    a commit lands on its tables, found by its watch of their logs, and otherwise once
+    every ``_LOOK_EVERY``: a wait of seconds is a handful of looks, not one every half
+    second, and a message sent during it is received before the next timed look."""
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.client import receiver as receiving
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    root = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(root).create_queue("wake", enable_partitioning=True)
+    with ServiceBusClient(root) as client, client.get_queue_receiver("wake") as receiver:
+        looks: list[float] = []
+        fetch = receiver._fetch
+
+        def counted(count: int) -> list:
+            looks.append(time.monotonic())
+            return fetch(count)
+        receiver._fetch = counted  # type: ignore[method-assign]
+        assert receiver.receive_messages(1, max_wait_time=0) == []  # warmed up: one look
+        looks.clear()
+        start = time.monotonic()
+        assert receiver.receive_messages(1, max_wait_time=receiving._LOOK_EVERY + 1.5) == []
+        waited = time.monotonic() - start
+        assert len(looks) <= 3, f"{len(looks)} looks in an idle wait of {waited:.1f} s"
+
+        def send_soon() -> None:
+            time.sleep(0.5)
+            with client.get_queue_sender("wake") as sender:
+                sender.send_messages(ServiceBusMessage("now"))
+        looks.clear()
+        sender = threading.Thread(target=send_soon)
+        start = time.monotonic()
+        sender.start()
+        got = receiver.receive_messages(1, max_wait_time=30)
+        took = time.monotonic() - start
+        sender.join()
+        assert [str(m) for m in got] == ["now"]
+        assert took < receiving._LOOK_EVERY, f"received after {took:.2f} s: no wake on the send"
+        assert len(looks) == 2, looks  # the first, empty; the one the commit woke
+        receiver.complete_message(got[0])
