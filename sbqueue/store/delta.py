@@ -39,6 +39,7 @@ from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
 from sbqueue.store.logfiles import commit_versions, log_files
 from sbqueue.store.sql import spark_writes, sql_name
+from sbqueue.store.warm import FileKeep
 
 __all__ = [
     "Table",
@@ -312,11 +313,12 @@ class Table:
 
     def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
                       keep: driver.Keep, order: Sequence[str], limit: int,
-                      where: str | None = None) -> list[driver.Row] | None:
+                      where: str | None = None, take: FileKeep | None = None
+                      ) -> list[driver.Row] | None:
         """``driver.appended``: the first appended rows read on the driver, no Spark job;
         None: read with Spark."""
         return driver.appended(self.path, after_version, up_to_version, columns, keep, order,
-                               limit, where)
+                               limit, where, take)
 
     def merge(self, scope: str, keys: Sequence[str], changes: DataFrame,
               columns: Sequence[str], match: str = "", delete_if: str = "false"

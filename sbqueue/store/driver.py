@@ -301,13 +301,15 @@ def _literal(value: Any) -> str:
 
 
 def appended(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
-             keep: Keep, order: Sequence[str], limit: int, where: str | None = None
-             ) -> list[Row] | None:
+             keep: Keep, order: Sequence[str], limit: int, where: str | None = None,
+             take: warm.FileKeep | None = None) -> list[Row] | None:
     """The first ``limit`` rows by ``order`` among the rows appended in versions
     (after_version, up_to_version] that ``keep`` accepts (from the change feed, each with
     ``_commit_version``); None when it cannot be read here. ``where``: a SQL filter by
     which delta-rs skips files and row groups of the change feed; ``keep`` must hold it
-    too (the walk of ``_walked`` reads by ``keep`` alone)."""
+    too (the walk of ``_walked`` reads by ``keep`` alone). ``take``: the files the walk
+    decodes, by their partition values and version (``keep`` must refuse the rows of the
+    others)."""
     if not enabled(path):
         return None
     if up_to_version <= after_version:
@@ -315,9 +317,9 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
     if not _feed_holds(path, after_version):
         return None  # the log no longer holds those commits: Spark reads by row tracking
 
-    walked = or_none(lambda: _walked(path, after_version, up_to_version,
+    walked = or_none(lambda: _walked(path, (after_version, up_to_version),
                                      list(dict.fromkeys([*columns, *order])), keep, order,
-                                     limit))
+                                     limit, take))
     if walked is not None:
         return walked
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
@@ -328,8 +330,9 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
 _IN_COMMIT_ORDER = ("_commit_version", "batch_index")
 
 
-def _walked(path: str, after_version: int, up_to_version: int, wanted: list[str],
-            keep: Keep, order: Sequence[str], limit: int) -> list[Row] | None:
+def _walked(path: str, versions: tuple[int, int], wanted: list[str], keep: Keep,
+            order: Sequence[str], limit: int, take: warm.FileKeep | None
+            ) -> list[Row] | None:
     """``appended`` by walking the commits in order, each one's rows from memory where it
     was read before (``store.warm``), stopping at the commit that completes ``limit``
     rows: a head read costs the head, not the change feed of every commit since. None
@@ -338,9 +341,10 @@ def _walked(path: str, after_version: int, up_to_version: int, wanted: list[str]
     table = latest(path)
     if tuple(order) != _IN_COMMIT_ORDER or not warm.readable(table):
         return None
-    files, found, seen = _native_files(path), list[Row](), 0
-    for version in range(after_version + 1, up_to_version + 1):
-        rows = warm.added(path, table, files, version)
+    files, schema, found, seen = _native_files(path), pa.schema(table.schema().to_arrow()), \
+        list[Row](), 0
+    for version in range(versions[0] + 1, versions[1] + 1):
+        rows = warm.added(path, schema, files, version, take)
         if rows is None:
             return None
         seen += rows.num_rows

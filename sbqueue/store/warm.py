@@ -20,7 +20,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,12 +30,16 @@ import pyarrow.dataset as ds
 
 from sbqueue.store.logfiles import commit_actions, log_files
 
-__all__ = ["BUDGET", "added", "partition_table", "readable"]
+__all__ = ["BUDGET", "FileKeep", "added", "partition_table", "readable"]
 
 # Bytes of decoded files a process keeps at most (``SBQUEUE_WARM_BYTES``): a ledger file is
 # a few KB to a few MB; the inbox's hold bodies, which is why there is a bound at all.
 # 0 turns it off (every read through delta-rs's dataset, as before decision 044).
 BUDGET = int(os.environ.get("SBQUEUE_WARM_BYTES", str(256 << 20)))
+
+# Whether a data file may hold a row a read wants, by its partition values and the version
+# that added it: decided before the file is decoded.
+FileKeep = Callable[[Mapping[str, Any], int], bool]
 
 _lock = threading.Lock()
 _files: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
@@ -60,7 +64,7 @@ def partition_table(root: str, table: Any, files: Any,
     schema = pa.schema(table.schema().to_arrow())
     adds = pa.table(table.get_add_actions(flatten=True))
     chosen = _chosen(adds, partitions)
-    shape = schema.to_string()  # cached files are kept per schema: a table may evolve
+    shape = _shape(schema)  # cached files are kept per schema: a table may evolve
     pieces = []
     for file, values in zip(chosen.column("path").to_pylist(),
                             chosen.select([f"partition.{n}" for n in names]).to_pylist(),
@@ -78,21 +82,30 @@ def readable(table: Any) -> bool:
     return BUDGET > 0 and (protocol.min_reader_version == 1 or features <= _PLAIN_READS)
 
 
-def added(root: str, table: Any, files: Any, version: int) -> pa.Table | None:
+def added(root: str, schema: pa.Schema, files: Any, version: int,
+          take: FileKeep | None = None) -> pa.Table | None:
     """The rows commit ``version`` added (its change feed's inserts) with
     ``_commit_version``, from its commit file and its data files; None where the commit
     is not plain appends (a change-data file, a data-changing remove) or its file is
-    gone."""
+    gone. ``take``: which of its files to read, by their partition values and the version
+    (a head read skips the partitions whose cursor is past it without decoding them)."""
     adds = _adds(root, version)
     if adds is None:
         return None
-    schema = pa.schema(table.schema().to_arrow())
-    shape = schema.to_string()
-    pieces = [_decoded((root, file, shape), _typed(values, schema), schema, files)
-              for file, values in adds]
+    shape = _shape(schema)
+    pieces = []
+    for file, raw in adds:
+        values = _typed(raw, schema)
+        if take is None or take(values, version):
+            pieces.append(_decoded((root, file, shape), values, schema, files))
     whole = pa.concat_tables(pieces) if pieces else schema.empty_table()
     return whole.append_column("_commit_version",
                                pa.array([version] * whole.num_rows, pa.int64()))
+
+
+@functools.lru_cache(maxsize=64)
+def _shape(schema: pa.Schema) -> str:
+    return str(schema.to_string())
 
 
 @functools.lru_cache(maxsize=4096)  # a commit file never changes once written, and an
@@ -115,7 +128,9 @@ def _adds(root: str, version: int  # entity's tables are made new at a new root 
     return tuple(found)
 
 
-def _typed(values: tuple[tuple[str, str | None], ...], schema: pa.Schema) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4096)
+def _typed(values: tuple[tuple[str, str | None], ...], schema: pa.Schema
+           ) -> Mapping[str, Any]:
     """A file's partition values (strings in the log) as the schema's types."""
     return {name: None if text is None else
             pa.array([text], pa.string()).cast(schema.field(name).type)[0].as_py()

@@ -186,3 +186,34 @@ def test_s6_3_s8_2_deferred_messages_fetched_by_number_on_either_executor(
             receiver.receive_deferred_messages([by_body["m2"]])
         dead = client.get_queue_receiver("q", sub_queue="deadletter", max_wait_time=5)
         assert [str(m) for m in dead.receive_messages(5)] == ["m2"]
+
+
+@pytest.mark.local_executor
+def test_s6_1_a_receive_rewrites_only_the_partitions_it_changes(
+        tmp_path: Any) -> None:
+    """A completion record is folded by the receives of the next minute; once its message
+    row is gone the fold changes nothing, and its partition is not rewritten (decision
+    044): a receive's commit adds files in the partition of the message it locks and of
+    the message completed just before (whose row that fold removes), no other."""
+    import glob
+    import json
+
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    root = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(root).create_queue("q", enable_partitioning=True,
+                                                      lock_duration="PT5M")
+    with ServiceBusClient(root) as client, client.get_queue_receiver("q") as receiver:
+        sender = client.get_queue_sender("q")
+        for i in range(6):  # six messages completed, in up to six partitions
+            sender.send_messages(ServiceBusMessage(f"m{i}"))
+            (done,) = receiver.receive_messages(1, max_wait_time=5)
+            receiver.complete_message(done)
+        sender.send_messages(ServiceBusMessage("last"))
+        (last,) = receiver.receive_messages(1, max_wait_time=5)
+    log = sorted(glob.glob(f"{root}/entities/*/ledger/_delta_log/*.json"))[-1]
+    with open(log) as f:
+        adds = [json.loads(line)["add"] for line in f if '"add"' in line]
+    touched = {int(a["partitionValues"]["partition_id"]) for a in adds}
+    # the message locked, and the last one completed (its row folded away by this commit)
+    assert touched == {last.partition_id, done.partition_id}, touched

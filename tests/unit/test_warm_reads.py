@@ -75,7 +75,8 @@ def test_the_rows_a_commit_added_are_its_change_feed(tmp_path: Path) -> None:
     path = _table(tmp_path, feed=True)
     table = DeltaTable(path)
     for version in range(table.version() + 1):
-        got = warm.added(path, table, arrow_files(path), version)
+        got = warm.added(path, pa.schema(table.schema().to_arrow()), arrow_files(path),
+                         version)
         feed = pa.table(table.load_cdf(starting_version=version, ending_version=version)
                         .read_all())
         inserts = [{k: v for k, v in r.items() if k not in ("_change_type", "_commit_timestamp")}
@@ -87,9 +88,11 @@ def test_the_rows_a_commit_added_are_its_change_feed(tmp_path: Path) -> None:
         assert _sorted(got.to_pylist()) == _sorted(inserts), version
 
 
-def test_a_head_walk_is_the_change_feed_read(tmp_path: Path, monkeypatch: Any) -> None:
-    """``driver.appended`` walking commits from memory gives what its change-feed read
-    gives, for heads cut at every length (the walk stops at the commit that fills it)."""
+ORDER = ("_commit_version", "batch_index")
+
+
+def _inbox(tmp_path: Path) -> str:
+    """Six commits, each adding rows to partition 3 and to one of 0-2."""
     path = str(tmp_path / "inbox")
     write_deltalake(path, _rows(0, "main", 0, 2), partition_by=["p", "lane"],
                     configuration={"delta.enableChangeDataFeed": "true"})
@@ -97,19 +100,42 @@ def test_a_head_walk_is_the_change_feed_read(tmp_path: Path, monkeypatch: Any) -
         write_deltalake(path, pa.concat_tables([_rows(version % 3, "main", 10 * version, 3),
                                                 _rows(3, "main", 10 * version + 5, 1)]),
                         mode="append")
-    order = ("_commit_version", "batch_index")
+    return path
 
-    def keep(row: dict[str, Any]) -> bool:
-        return bool(row["p"] != 3)
 
+def keep(row: dict[str, Any]) -> bool:
+    return bool(row["p"] != 3)
+
+
+def test_a_head_walk_is_the_change_feed_read(tmp_path: Path, monkeypatch: Any) -> None:
+    """``driver.appended`` walking commits from memory gives what its change-feed read
+    gives, for heads cut at every length (the walk stops at the commit that fills it)."""
+    path = _inbox(tmp_path)
     for limit in (1, 4, 7, 100):
-        walked = driver.appended(path, 0, 5, ["p", "seq"], keep, order, limit)
+        walked = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, limit)
         with monkeypatch.context() as m:
             m.setattr(warm, "BUDGET", 0)  # warm reads off: the change feed
-            fed = driver.appended(path, 0, 5, ["p", "seq"], keep, order, limit)
+            fed = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, limit)
         assert walked is not None and fed is not None
         assert [(r["_commit_version"], r["batch_index"], r["seq"]) for r in walked] == [
             (r["_commit_version"], r["batch_index"], r["seq"]) for r in fed], limit
+
+
+def test_a_head_walk_decodes_only_the_files_it_may_take(tmp_path: Path,
+                                                       monkeypatch: Any) -> None:
+    path = _inbox(tmp_path)
+    decoded: list[str] = []
+    read = warm._read
+
+    def counted(file: str, *rest: Any) -> pa.Table:
+        decoded.append(file)
+        return read(file, *rest)
+    monkeypatch.setattr(warm, "_read", counted)
+    taken = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100,
+                            take=lambda values, version: values["p"] != 3)
+    monkeypatch.setattr(warm, "BUDGET", 0)
+    assert taken == driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100)
+    assert decoded and not any("p=3" in f for f in decoded)
 
 
 def test_memory_held_stays_within_the_budget(tmp_path: Path, monkeypatch: Any) -> None:

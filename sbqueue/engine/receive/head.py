@@ -19,7 +19,7 @@ after the cursors is read, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,7 +63,7 @@ def read_head(inbox: Inbox, cursors: list[Cursor], versions: tuple[int, int], a:
         return inbox.appended_here(
             start - 1, end, wanted, lambda r: r["partition_id"] in partitions
             and owns(a.target, r["targets"]) and after(r),
-            ("_commit_version", "batch_index"), limit, where)
+            ("_commit_version", "batch_index"), limit, where, may_follow(mine))
 
     # a topic's files count every subscription's copies: read after the cursors only
     where, bounded = head_filter(mine, end, limit,
@@ -78,6 +78,19 @@ def read_head(inbox: Inbox, cursors: list[Cursor], versions: tuple[int, int], a:
     ).where(after_cursors(cursors)).select(
         *LOCATOR[:-1], *columns, "batch_index", "_commit_version",
     ).orderBy("_commit_version", "batch_index").limit(limit).collect()]
+
+
+def may_follow(cursors: Sequence[Cursor]) -> Callable[[Mapping[str, Any], int], bool]:
+    """Whether an inbox file (its partition values, the version that added it) may hold a
+    row after ``cursors``: its partition has a cursor at or before that version. A head
+    read decodes no other file (the cursors of idle partitions stay behind, so the commits
+    it walks are mostly other partitions' rows it has passed)."""
+    since = {c.partition: c.version for c in cursors}
+
+    def follows(values: Mapping[str, Any], version: int) -> bool:
+        place = since.get(int(values["partition_id"]))
+        return place is not None and version >= place
+    return follows
 
 
 def _clause(c: Cursor, upto: Bound | None) -> str:

@@ -447,10 +447,29 @@ def _rewrite(ledger: Ledger, pinned: Pinned, writes: list[dict[str, Any]]) -> bo
     if stored is None:
         return None
     rows = apply_guarded(stored, writes, LEDGER_KEYS, LEDGER_COLUMNS, ledger_match, _folded)
-    if len(rows) == len(stored) and all(r is s for r, s in zip(rows, stored, strict=True)):
-        return False  # apply_guarded keeps each untouched row itself
-    ledger.rewrite_here(pinned, [{"partition_id": p, "lane": lane} for p, lane in scope], rows)
+    changed = _changed(stored, rows)
+    if not changed:
+        return False
+    ledger.rewrite_here(pinned, [{"partition_id": p, "lane": lane} for p, lane in changed],
+                        [r for r in rows if (r["partition_id"], r["lane"]) in changed])
     return True
+
+
+def _changed(stored: list[dict[str, Any]], rows: list[dict[str, Any]]
+             ) -> list[tuple[Any, Any]]:
+    """The (partition, lane) groups whose rows ``apply_guarded`` changed (it keeps each
+    untouched row itself, in order). Only those are rewritten: a fold of a completion
+    record whose row is gone changes nothing, and rewriting its partition anyway made every
+    receive rewrite each partition completed in the last minute (new files to write, and
+    to read again on the next receive)."""
+    def grouped(found: list[dict[str, Any]]) -> dict[tuple[Any, Any], list[int]]:
+        groups: dict[tuple[Any, Any], list[int]] = {}
+        for row in found:
+            groups.setdefault((row["partition_id"], row["lane"]), []).append(id(row))
+        return groups
+    before, after = grouped(stored), grouped(rows)
+    return sorted(key for key in before.keys() | after.keys()
+                  if before.get(key) != after.get(key))
 
 
 def _folded(stored: Mapping[str, Any], fold: Mapping[str, Any]) -> bool:
