@@ -284,7 +284,7 @@ class Namespace:
             for sub in self.catalog.entities("subscription", topic=props.name, every=True):
                 with contextlib.suppress(MessagingEntityNotFoundError):
                     self.delete_storage("subscription", sub.name, props.name)
-        if "ledger" in _TABLES[kind]:
+        if "ledger" in _TABLES[kind] and started(self.spark):  # no session: no view to drop
             self.spark.sql(f"DROP VIEW IF EXISTS {self._qualified(self._view_name(kind, props))}")
         self._remove_data(props.entity_id)
         self.catalog.forget(kind, props.name, topic, props.entity_id)

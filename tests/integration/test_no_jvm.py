@@ -32,6 +32,11 @@ _PROGRAM = textwrap.dedent("""
     admin.create_subscription("t", "big")
     admin.create_rule("t", "big", "amount", filter=SqlRuleFilter("amount > 10"))
     admin.delete_rule("t", "big", "$Default")
+    admin.create_queue("gone")
+    admin.delete_queue("gone")  # a delete drops a view only where a session holds one
+    admin.create_topic("t2")
+    admin.create_subscription("t2", "s")
+    admin.delete_topic("t2")
     with ServiceBusClient.from_connection_string(conn) as client:
         with client.get_queue_sender("q") as sender:
             sender.send_messages([ServiceBusMessage(f"m{n}") for n in range(3)])
