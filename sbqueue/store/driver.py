@@ -120,7 +120,11 @@ class Pinned:
 
         def read() -> list[Row] | None:
             files = _native_files(self.path)
-            whole = warm.partition_table(self.path, self.table, files, partitions)
+            try:
+                whole = warm.partition_table(self.path, self.table, files, partitions,
+                                             ROW_LIMIT)
+            except warm.TooMany:  # as delta-rs's count below: more than a driver read
+                return None
             if whole is None:  # a table warm does not read: delta-rs's own dataset
                 dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen,
                                                         filesystem=files)
@@ -317,9 +321,12 @@ def appended(path: str, after_version: int, up_to_version: int, columns: Sequenc
     if not _feed_holds(path, after_version):
         return None  # the log no longer holds those commits: Spark reads by row tracking
 
-    walked = or_none(lambda: _walked(path, (after_version, up_to_version),
-                                     list(dict.fromkeys([*columns, *order])), keep, order,
-                                     limit, take))
+    try:
+        walked = or_none(lambda: _walked(path, (after_version, up_to_version),
+                                         list(dict.fromkeys([*columns, *order])), keep,
+                                         order, limit, take))
+    except warm.TooMany:  # a commit too big to decode whole: the change feed, pruned by
+        walked = None     # ``where`` (files and row groups), reads only its head
     if walked is not None:
         return walked
     wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
@@ -344,12 +351,10 @@ def _walked(path: str, versions: tuple[int, int], wanted: list[str], keep: Keep,
     files, schema, found, seen = _native_files(path), pa.schema(table.schema().to_arrow()), \
         list[Row](), 0
     for version in range(versions[0] + 1, versions[1] + 1):
-        rows = warm.added(path, schema, files, version, take)
+        rows = warm.added(path, schema, files, version, take, ROW_LIMIT - seen)
         if rows is None:
             return None
         seen += rows.num_rows
-        if seen > ROW_LIMIT:  # as the change feed's read: more rows than a driver read
-            return None
         kept = [r for r in _plain(rows.select(wanted).to_pylist()) if keep(r)]
         found += sorted(kept, key=lambda r: r["batch_index"])
         if len(found) >= limit:

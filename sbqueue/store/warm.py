@@ -17,6 +17,7 @@ no column mapping) are served here; the caller reads others through delta-rs.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -30,7 +31,7 @@ import pyarrow.dataset as ds
 
 from sbqueue.store.logfiles import commit_actions, log_files
 
-__all__ = ["BUDGET", "FileKeep", "added", "partition_table", "readable"]
+__all__ = ["BUDGET", "FileKeep", "TooMany", "added", "partition_table", "readable"]
 
 # Bytes of decoded files a process keeps at most (``SBQUEUE_WARM_BYTES``): a ledger file is
 # a few KB to a few MB; the inbox's hold bodies, which is why there is a bound at all.
@@ -52,9 +53,10 @@ _FORMAT = ds.ParquetFileFormat(
 
 
 def partition_table(root: str, table: Any, files: Any,
-                    partitions: Mapping[str, Sequence[Any]]) -> pa.Table | None:
+                    partitions: Mapping[str, Sequence[Any]], cap: int) -> pa.Table | None:
     """Every row of the files of ``table``'s snapshot in the named partitions (partition
-    column -> values), as one Arrow table with the table's schema; None where this module
+    column -> values), as one Arrow table with the table's schema (``TooMany`` before
+    anything is decoded where they hold more than ``cap`` rows); None where this module
     does not read the table (a reader feature, a partition filter on a data column)."""
     if not readable(table):
         return None
@@ -64,6 +66,11 @@ def partition_table(root: str, table: Any, files: Any,
     schema = pa.schema(table.schema().to_arrow())
     adds = pa.table(table.get_add_actions(flatten=True))
     chosen = _chosen(adds, partitions)
+    counts = chosen.column("num_records")
+    if counts.null_count:  # a file without statistics: delta-rs counts its rows
+        return None
+    if (pc.sum(counts).as_py() or 0) > cap:
+        raise TooMany(f"{root}: more than {cap} rows in {dict(partitions)}")
     shape = _shape(schema)  # cached files are kept per schema: a table may evolve
     pieces = []
     for file, values in zip(chosen.column("path").to_pylist(),
@@ -74,30 +81,39 @@ def partition_table(root: str, table: Any, files: Any,
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
 
+class TooMany(Exception):
+    """A read would decode more rows than its caller reads on the driver: nothing decoded."""
+
+
 def readable(table: Any) -> bool:
     """Whether this module reads ``table``'s files: turned on, and no reader feature that
     changes what a file's rows are (deletion vectors, column mapping)."""
     protocol = table.protocol()
     features = set(protocol.reader_features or ())
-    return BUDGET > 0 and (protocol.min_reader_version == 1 or features <= _PLAIN_READS)
+    return BUDGET > 0 and (protocol.min_reader_version == 1 or (
+        protocol.min_reader_version >= 3 and features <= _PLAIN_READS))
 
 
 def added(root: str, schema: pa.Schema, files: Any, version: int,
-          take: FileKeep | None = None) -> pa.Table | None:
+          take: FileKeep | None = None, cap: int | None = None) -> pa.Table | None:
     """The rows commit ``version`` added (its change feed's inserts) with
     ``_commit_version``, from its commit file and its data files; None where the commit
     is not plain appends (a change-data file, a data-changing remove) or its file is
     gone. ``take``: which of its files to read, by their partition values and the version
-    (a head read skips the partitions whose cursor is past it without decoding them)."""
+    (a head read skips the partitions whose cursor is past it without decoding them).
+    ``TooMany`` before anything is decoded where the files taken hold more than ``cap``
+    rows (or do not say how many)."""
     adds = _adds(root, version)
     if adds is None:
         return None
     shape = _shape(schema)
-    pieces = []
-    for file, raw in adds:
-        values = _typed(raw, schema)
-        if take is None or take(values, version):
-            pieces.append(_decoded((root, file, shape), values, schema, files))
+    taken = [(file, _typed(raw, schema), rows) for file, raw, rows in adds
+             if take is None or take(_typed(raw, schema), version)]
+    if cap is not None and sum(cap + 1 if rows is None else rows
+                               for _, _, rows in taken) > cap:
+        raise TooMany(f"{root}: commit {version} adds more than {cap} rows to read")
+    pieces = [_decoded((root, file, shape), values, schema, files)
+              for file, values, _ in taken]
     whole = pa.concat_tables(pieces) if pieces else schema.empty_table()
     return whole.append_column("_commit_version",
                                pa.array([version] * whole.num_rows, pa.int64()))
@@ -110,9 +126,10 @@ def _shape(schema: pa.Schema) -> str:
 
 @functools.lru_cache(maxsize=4096)  # a commit file never changes once written, and an
 def _adds(root: str, version: int  # entity's tables are made new at a new root each time
-          ) -> tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] | None:
+          ) -> tuple[tuple[str, tuple[tuple[str, str | None], ...], int | None], ...] | None:
     """The data files commit ``version`` added with their partition values (as the log
-    writes them), or None where its change feed is not its adds."""
+    writes them) and row counts (from their statistics, None where they have none), or
+    None where its change feed is not its adds."""
     try:
         actions = commit_actions(log_files(root), version)
     except OSError:
@@ -124,8 +141,17 @@ def _adds(root: str, version: int  # entity's tables are made new at a new root 
             return None
         add = action.get("add")
         if add is not None and add.get("dataChange", True):
-            found.append((str(add["path"]), tuple(sorted(add["partitionValues"].items()))))
+            found.append((str(add["path"]), tuple(sorted(add["partitionValues"].items())),
+                          _rows(add)))
     return tuple(found)
+
+
+def _rows(add: Mapping[str, Any]) -> int | None:
+    """An add action's row count, from its statistics."""
+    try:
+        return int(json.loads(add.get("stats") or "{}")["numRecords"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 @functools.lru_cache(maxsize=4096)

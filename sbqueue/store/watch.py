@@ -12,12 +12,16 @@ receivers in many processes share a machine, and it does not serve S3 at all.
 from __future__ import annotations
 
 import functools
+import logging
 
 from sbqueue.location import is_local
 from sbqueue.store.driver import enabled, latest, or_none
 from sbqueue.store.logfiles import has_commit, log_files
+from sbqueue.store.objects import Files
 
 __all__ = ["Watch"]
+
+log_ = logging.getLogger("sbqueue.store")
 
 
 class Watch:
@@ -47,7 +51,7 @@ class Watch:
             return True
         moved = False
         for k, log in enumerate(self.logs):
-            while has_commit(log, self.seen[k] + 1):
+            while _has(log, self.seen[k] + 1):
                 self.seen[k] += 1
                 moved = True
         return moved
@@ -56,8 +60,19 @@ class Watch:
         """Whether any table has a commit after the versions seen (not marked)."""
         if self.seen is None:
             return True
-        return any(has_commit(log, v + 1) for log, v in zip(self.logs, self.seen, strict=True))
+        return any(_has(log, v + 1) for log, v in zip(self.logs, self.seen, strict=True))
 
 
 def _latest(path: str) -> int:
     return int(latest(path).version())
+
+
+def _has(log: Files, version: int) -> bool:
+    """Whether commit ``version`` is in ``log``; False where the store could not tell (a
+    request refused for a moment: the wait goes on, and the next full look, at most
+    ``_LOOK_EVERY`` away, reports an error that lasts)."""
+    try:
+        return has_commit(log, version)
+    except Exception as exc:  # any store client's error: the wait goes on
+        log_.debug("commit watch of %s could not look: %r", log.where, exc)
+        return False

@@ -49,14 +49,14 @@ def test_a_partition_read_from_memory_is_delta_rs_own_read(
         tmp_path: Path, partitions: dict[str, list[Any]]) -> None:
     path = _table(tmp_path)
     table = DeltaTable(path)
-    got = warm.partition_table(path, table, arrow_files(path), partitions)
+    got = warm.partition_table(path, table, arrow_files(path), partitions, 1000)
     assert got is not None
     filters = [(name, "in", values) for name, values in partitions.items()]
     expected = table.to_pyarrow_table(filters=filters)
     assert got.schema == expected.schema
     assert _sorted(got.to_pylist()) == _sorted(expected.to_pylist())
     # the second read comes from memory and is the same
-    again = warm.partition_table(path, table, arrow_files(path), partitions)
+    again = warm.partition_table(path, table, arrow_files(path), partitions, 1000)
     assert again is not None and _sorted(again.to_pylist()) == _sorted(got.to_pylist())
 
 
@@ -141,11 +141,11 @@ def test_a_head_walk_decodes_only_the_files_it_may_take(tmp_path: Path,
 def test_memory_held_stays_within_the_budget(tmp_path: Path, monkeypatch: Any) -> None:
     path = _table(tmp_path)
     table = DeltaTable(path)
-    one = warm.partition_table(path, table, arrow_files(path), {"p": [3]})
+    one = warm.partition_table(path, table, arrow_files(path), {"p": [3]}, 1000)
     assert one is not None
     monkeypatch.setattr(warm, "BUDGET", 2 * one.nbytes)
     for p in range(4):
-        warm.partition_table(path, table, arrow_files(path), {"p": [p]})
+        warm.partition_table(path, table, arrow_files(path), {"p": [p]}, 1000)
     assert warm._held[0] <= warm.BUDGET
 
 
@@ -163,3 +163,25 @@ def test_a_pinned_table_not_rewritten_stays_warm(tmp_path: Path) -> None:
     assert other is not None and other.table is not again.table
     again.release()
     other.release()
+
+
+def test_reads_past_the_row_limit_stop_before_decoding(tmp_path: Path,
+                                                       monkeypatch: Any) -> None:
+    """A read of more rows than the driver reads (``ROW_LIMIT``) is told by the files'
+    statistics before any file is decoded: a ledger read gives None, as the dataset's count
+    did; a head walk leaves the read to the change feed (which prunes by ``where``, and
+    here, past the limit too, gives None): a big send does not fill memory on every small
+    receive."""
+    ledger, inbox = _table(tmp_path), _inbox(tmp_path)
+    decoded: list[str] = []
+    read = warm._read
+
+    def counted(file: str, *rest: Any) -> pa.Table:
+        decoded.append(file)
+        return read(file, *rest)
+    monkeypatch.setattr(warm, "_read", counted)
+    monkeypatch.setattr(driver, "ROW_LIMIT", 3)
+    assert driver.scan(ledger, {"p": [3]}, None, lambda r: True) is None  # 5 rows
+    assert driver.appended(inbox, 0, 5, ["p", "seq"], keep, ORDER, 100) is None  # 20 rows
+    assert decoded == []
+    assert driver.scan(ledger, {"p": [1]}, ["seq"], lambda r: True) == [{"seq": 40}]
