@@ -10,8 +10,9 @@ snapshot's add actions say which files to take in under a millisecond. The snaps
 stays warm in ``store.driver`` (delta-rs's incremental update reads only the new commits).
 
 Bounded by bytes (least recently used first out), so a process's memory does not grow with
-what a queue holds. Only tables read by path alone (reader version 1: no deletion vectors,
-no column mapping) are served here; the caller reads others through delta-rs.
+what a queue holds. Only tables whose files hold their rows as written are served here
+(``readable``: no deletion vectors, no column mapping); the caller reads others through
+delta-rs.
 """
 
 from __future__ import annotations
@@ -107,8 +108,8 @@ def added(root: str, schema: pa.Schema, files: Any, version: int,
     if adds is None:
         return None
     shape = _shape(schema)
-    taken = [(file, _typed(raw, schema), rows) for file, raw, rows in adds
-             if take is None or take(_typed(raw, schema), version)]
+    typed = [(file, _typed(raw, schema), rows) for file, raw, rows in adds]
+    taken = [t for t in typed if take is None or take(t[1], version)]
     if cap is not None and sum(cap + 1 if rows is None else rows
                                for _, _, rows in taken) > cap:
         raise TooMany(f"{root}: commit {version} adds more than {cap} rows to read")

@@ -14,6 +14,13 @@ from deltalake import DeltaTable, write_deltalake
 from sbqueue.store import driver, warm
 from sbqueue.store.objects import arrow_files
 
+
+@pytest.fixture(autouse=True)
+def _driver_reads(monkeypatch: Any) -> None:
+    """These are the driver's reads: they run so in the suite's Spark pass too."""
+    monkeypatch.setenv("SBQUEUE_EXECUTOR", "local")
+
+
 SCHEMA = pa.schema([("p", pa.int32()), ("lane", pa.string()), ("seq", pa.int64()),
                     ("batch_index", pa.int64()), ("body", pa.string())])
 
@@ -103,6 +110,18 @@ def _inbox(tmp_path: Path) -> str:
     return path
 
 
+def _decoding(monkeypatch: Any) -> list[str]:
+    """The files decoded from storage from now on (the reads run as they are)."""
+    decoded: list[str] = []
+    read = warm._read
+
+    def counted(file: str, *rest: Any) -> pa.Table:
+        decoded.append(file)
+        return read(file, *rest)
+    monkeypatch.setattr(warm, "_read", counted)
+    return decoded
+
+
 def keep(row: dict[str, Any]) -> bool:
     return bool(row["p"] != 3)
 
@@ -124,13 +143,7 @@ def test_a_head_walk_is_the_change_feed_read(tmp_path: Path, monkeypatch: Any) -
 def test_a_head_walk_decodes_only_the_files_it_may_take(tmp_path: Path,
                                                        monkeypatch: Any) -> None:
     path = _inbox(tmp_path)
-    decoded: list[str] = []
-    read = warm._read
-
-    def counted(file: str, *rest: Any) -> pa.Table:
-        decoded.append(file)
-        return read(file, *rest)
-    monkeypatch.setattr(warm, "_read", counted)
+    decoded = _decoding(monkeypatch)
     taken = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100,
                             take=lambda values, version: values["p"] != 3)
     monkeypatch.setattr(warm, "BUDGET", 0)
@@ -173,13 +186,7 @@ def test_reads_past_the_row_limit_stop_before_decoding(tmp_path: Path,
     here, past the limit too, gives None): a big send does not fill memory on every small
     receive."""
     ledger, inbox = _table(tmp_path), _inbox(tmp_path)
-    decoded: list[str] = []
-    read = warm._read
-
-    def counted(file: str, *rest: Any) -> pa.Table:
-        decoded.append(file)
-        return read(file, *rest)
-    monkeypatch.setattr(warm, "_read", counted)
+    decoded = _decoding(monkeypatch)
     monkeypatch.setattr(driver, "ROW_LIMIT", 3)
     assert driver.scan(ledger, {"p": [3]}, None, lambda r: True) is None  # 5 rows
     assert driver.appended(inbox, 0, 5, ["p", "seq"], keep, ORDER, 100) is None  # 20 rows
