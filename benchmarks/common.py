@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -45,7 +46,8 @@ def record(name: str, result: Mapping[str, Any]) -> None:
     from datetime import date
     from pathlib import Path
 
-    line = json.dumps(result)
+    note = os.environ.get("SBQUEUE_BENCH_NOTE")  # what ran: the code, what ran beside it
+    line = json.dumps({**result, "note": note} if note else result)
     print(line)
     out = Path(__file__).parent / "results" / f"{name}-{date.today()}.jsonl"
     with out.open("a") as f:

@@ -23,6 +23,8 @@ Parts (one JSON line each, ``benchmarks/results/peer_postgres-<date>.jsonl``):
   (sbqueue: ``ServiceBusClient`` on a 16-partition queue, no JVM);
 - ``loop``: receive one + complete it on a prefilled queue, on 1, 4 and 16 threads (each
   its own receiver or connection), messages per second;
+- ``sustained``: that loop on one thread for 90 s a side on a queue holding 12,000, the
+  rate in each 10 s (not in the default parts: three and a half minutes);
 - ``bulk``: a bulk send of N (sbqueue: a DataFrame send from Spark; PostgreSQL: COPY) and a
   drain of N with 1 and 4 workers (sbqueue: ``receive_dataframe`` + ``complete_dataframe``;
   PostgreSQL: receive 100 with SKIP LOCKED, delete them).
@@ -33,6 +35,7 @@ sbqueue takes three times as long.
 
     python benchmarks/peer_postgres.py [--parts single,loop,bulk] [--reps 30]
         [--messages 200] [--threads 1,4,16] [--bulk 1000000] [--rounds 2]
+        [--sustained-messages 12000] [--seconds 90]
 """
 
 from __future__ import annotations
@@ -377,6 +380,50 @@ def loop(root: str, conninfo: str, messages: int, threads: list[int],
                 k: _ratio(med["postgres"][k], med["sbqueue"][k]) for k in med["sbqueue"]}}
 
 
+def sustained(root: str, conninfo: str, messages: int, seconds: float) -> dict[str, Any]:
+    """The loop on one thread for ``seconds`` a side on a queue holding ``messages``
+    (PostgreSQL's: enough for its rate over ``seconds``): the rate in each 10 s, which must
+    not fall as the minutes pass (a cost that grows with what the queue holds or with the
+    last minute's work shows here, not in a short loop)."""
+    name = "sustained"
+    ServiceBusAdministrationClient(root).create_queue(name, enable_partitioning=True,
+                                                      lock_duration="PT5M")
+    windows: dict[str, list[float]] = {}
+    with ServiceBusClient(root) as client:
+        with client.get_queue_sender(name) as sender:
+            for start in range(0, messages, 100):
+                sender.send_messages([ServiceBusMessage(BODY)
+                                      for _ in range(min(100, messages - start))])
+        with PgQueue(conninfo, "q_sustained") as pg:  # enough to last: ~700 msg/s here
+            pg.create()
+            pg.copy(max(messages, int(1000 * seconds)))
+        sides = {"sbqueue": partial(client.get_queue_receiver, name, max_wait_time=5),
+                 "postgres": partial(PgQueue, conninfo, "q_sustained")}
+        for side in _order(0):
+            step = _sbq_one if side == "sbqueue" else _pg_one
+            with sides[side]() as it:
+                windows[side] = _windows(lambda it=it, step=step: step(it), seconds)
+    return {"part": "sustained", "messages": messages, "seconds": seconds,
+            "msg_per_s_each_10s": windows,
+            "first_over_last_10s": {s: round(w[0] / w[-1], 2) if w and w[-1] else None
+                                    for s, w in windows.items()}}
+
+
+def _windows(step: Callable[[], int], seconds: float) -> list[float]:
+    """Messages a second in each 10 s of calling ``step`` for ``seconds``."""
+    rates, start = [], time.perf_counter()
+    mark, done = start, 0
+    while (now := time.perf_counter()) - start < seconds:
+        if now - mark >= 10:
+            rates.append(round(done / (now - mark), 1))
+            mark, done = now, 0
+        got = step()
+        if not got:
+            break
+        done += got
+    return rates
+
+
 def bulk(root: str, conninfo: str, count: int, rounds: int, workers: list[int],
          pg_batch: int, frame_batch: int) -> dict[str, Any]:
     """A bulk send of ``count`` and its drain by 1 and 4 workers, each side on a fresh
@@ -449,6 +496,9 @@ def main() -> None:
     parser.add_argument("--frame-batch", type=int, default=100_000,
                         help="bulk: sbqueue receive_dataframe size (at most N/8)")
     parser.add_argument("--rounds", type=int, default=2, help="loop and bulk")
+    parser.add_argument("--sustained-messages", type=int, default=12_000,
+                        help="sustained: queue size")
+    parser.add_argument("--seconds", type=float, default=90, help="sustained: a side")
     args = parser.parse_args()
     bindir = pg_bindir()
     if bindir is None:
@@ -464,6 +514,8 @@ def main() -> None:
     runners: dict[str, Callable[[str, str], dict[str, Any]]] = {
         "single": lambda root, pg: single(root, pg, args.reps),
         "loop": lambda root, pg: loop(root, pg, args.messages, args.threads, args.rounds),
+        "sustained": lambda root, pg: sustained(root, pg, args.sustained_messages,
+                                                args.seconds),
         "bulk": lambda root, pg: bulk(root, pg, args.bulk, args.rounds, args.workers,
                                       args.pg_batch, args.frame_batch)}
     parts = args.parts.split(",")

@@ -12,6 +12,7 @@ moves to) to every row.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from sbqueue.core.expr import Expr
@@ -29,14 +30,15 @@ def _last(values: list[int]) -> int | None:
     return max(values) if values else None
 
 
-def pick(rows: list[Row], deliverable: Expr, share: int, total: int, asked: int,
-         rotation: int, pass_to: dict[int, int] | None = None,
+def pick(rows: list[Row], deliverable: Expr | Callable[[Row], Any], share: int, total: int,
+         asked: int, rotation: int, pass_to: dict[int, int] | None = None,
          sessions: frozenset[str] = frozenset()) -> None:
     """Mark ``rows`` in place. ``asked``: how many partitions the receive asked;
     ``rotation``: where the round over partitions starts when fewer than a share of each
     are wanted; ``pass_to``: partition -> sequence number the cursor passes regardless;
     ``sessions``: only these sessions' messages, ``share`` of each, in sequence order
     (S10.4)."""
+    ok_now = deliverable.compiled() if isinstance(deliverable, Expr) else deliverable
     by_partition: dict[int, list[Row]] = defaultdict(list)
     for row in rows:
         by_partition[int(row["partition_id"])].append(row)
@@ -47,7 +49,7 @@ def pick(rows: list[Row], deliverable: Expr, share: int, total: int, asked: int,
         ranks: dict[Any, int] = defaultdict(int)
         for row in part_rows:
             seq = row["sequence_number"]
-            ok = (deliverable.evaluate(row) is True and not row["_void"]
+            ok = (ok_now(row) is True and not row["_void"]
                   and (first_pending is None or seq < first_pending)
                   and (not sessions or row["session_id"] in sessions))
             row["_ok"] = ok

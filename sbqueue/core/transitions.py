@@ -17,13 +17,16 @@ so the projection itself is deterministic); settle adds ``_token`` (the caller's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
-from sbqueue.core.expr import Expr, col, lit, when
+from sbqueue.core.expr import Expr, Row, Template, col, lit, when
 
 __all__ = [
+    "DELIVERABLE",
     "LANES",
     "RECORD_AT",
     "Lane",
@@ -41,6 +44,7 @@ __all__ = [
     "deliverable",
     "expiry_outcome",
     "receive_outcome",
+    "receive_rules",
     "settle_outcome",
     "settle_valid",
 ]
@@ -188,6 +192,26 @@ def receive_outcome(ctx: ReceiveContext) -> Outcome:
                                .when(to_dlq, TTL_REASON)
                                .otherwise(col("dead_letter_reason"))),
     }
+
+
+DELIVERABLE = "_deliverable"  # ``deliverable`` among ``receive_rules``
+# Times that stand for a receive's own in its rules' templates (``receive_rules``)
+_NOW, _UNTIL = (datetime(1970, 1, 1, tzinfo=timezone.utc),
+                datetime(1970, 1, 2, tzinfo=timezone.utc))
+
+
+def receive_rules(ctx: ReceiveContext) -> dict[str, Callable[[Row], Any]]:
+    """``receive_outcome`` and ``deliverable`` (as ``DELIVERABLE``) of ``ctx`` compiled
+    (``Expr.compiled``), for a receive that applies them to every row it read: compiled
+    once per context apart from its two times, which its rules use only as literals."""
+    shape = replace(ctx, now=_NOW, locked_until=_UNTIL)
+    return _receive_template(shape).fill(now=ctx.now, locked_until=ctx.locked_until)
+
+
+@lru_cache(maxsize=64)
+def _receive_template(shape: ReceiveContext) -> Template:
+    rules = {**receive_outcome(shape), DELIVERABLE: deliverable(shape)}
+    return Template(rules, {"now": shape.now, "locked_until": shape.locked_until})
 
 
 def settle_valid(now: datetime, token: str | None = None) -> Expr:

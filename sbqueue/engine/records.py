@@ -14,7 +14,9 @@ is Serializable, under which blind appends conflict too), retries and sees it. S
 receive re-locks a message only if no valid record of it exists; the record order is the
 Delta log's. Receives, the SQL view and peek read records in the same scan as the rows;
 a receive that commits folds them: it deletes the messages they completed (the receive
-outcome) and the records older than ``RECORD_KEEP``.
+outcome) and, on the driver, the records it settled for good with them
+(``settled_record_deletes``, decision 049); any other record once it is older than
+``RECORD_KEEP``.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ from sbqueue.engine.schema import RECORD, ledger_row
 from sbqueue.store.guarded import ABSENT, EXPECT_COLUMN, OP_COLUMN
 
 __all__ = ["CLOCK_MARGIN", "RECORD_BUDGET", "RECORD_KEEP", "Record", "no_record_guard",
-           "old_record_deletes",
-           "record_at", "record_rows"]
+           "old_record_deletes", "record_at", "record_rows", "settled_record_deletes"]
 
-# Records stay this long after they were written, folded or not: a writer reads its own
-# record back within this time when it has to (``settle.apply.complete_by_records``).
+# Records a receive does not settle for good (the Spark executor's folds; a message with
+# records of two tokens) stay this long after they were written. A writer that reads back
+# (``settle.apply.complete_by_records``) reads the row as of its own commit, not the record.
 RECORD_KEEP = timedelta(seconds=60)
 # How far apart the clocks of two hosts may be (and a commit's last write may take): a
 # writer whose append returned this long before the lock ends knows its record is valid.
@@ -79,10 +81,33 @@ def old_record_deletes(records: list[Record], lane: str, now: datetime
     """Delete rows (EXPECT_COLUMN, OP_COLUMN) of the records written before ``now -
     RECORD_KEEP``: by then the message each completed is gone (folded) or the record counted
     for nothing."""
-    return [ledger_row(partition_id=partition, lane=lane, sequence_number=seq,
-                       row_type=RECORD, row_version=0, lock_token=token,
-                       **{EXPECT_COLUMN: 0, OP_COLUMN: "delete"})
-            for partition, seq, token, at in records if at < now - RECORD_KEEP]
+    return [_deleted(record, lane) for record in records if record[3] < now - RECORD_KEEP]
+
+
+def _deleted(record: Record, lane: str) -> dict[str, Any]:
+    """The change row that deletes ``record`` (expected present, as read)."""
+    partition, seq, token, _ = record
+    return ledger_row(partition_id=partition, lane=lane, sequence_number=seq, row_type=RECORD,
+                      row_version=0, lock_token=token, **{EXPECT_COLUMN: 0, OP_COLUMN: "delete"})
+
+
+def settled_record_deletes(records: list[Record], read: set[tuple[int, int]], lane: str,
+                           now: datetime) -> list[dict[str, Any]]:
+    """Delete rows of the records a receive's commit settles for good, besides those older
+    than ``RECORD_KEEP``: each record of a message row it read (the row's outcome applies
+    the record of its current token; any other token's counts for nothing, ever) and each
+    record it folds (``read`` holds the rows read; a message with records of one token
+    only). In that commit the record either completed its row, which goes with it, or
+    counts for nothing (a token that is not the row's, or a lock that had ended: neither
+    comes back). Kept a minute, every receive read each of the last minute's records: at
+    20 completes a second, a thousand rows a read. A message with records of two tokens
+    keeps them until they are old (the fold takes the newest, which may not count)."""
+    tokens: dict[tuple[int, int], set[str]] = {}
+    for partition, seq, token, _ in records:
+        tokens.setdefault((partition, seq), set()).add(token)
+    return [_deleted(record, lane) for record in records
+            if record[3] < now - RECORD_KEEP or record[:2] in read
+            or len(tokens[record[:2]]) == 1]
 
 
 def no_record_guard(partition: int, lane: str, seq: int, token: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from pyspark.sql.types import StructType
 from sbqueue.location import is_local, local_path
 from sbqueue.spark.lazy import started
 from sbqueue.spark.session import speaks_delta_errors
-from sbqueue.store import deadline, driver, log_reads
+from sbqueue.store import appended, deadline, driver, log_reads, snapshot
 from sbqueue.store.created import create_here
 from sbqueue.store.guarded import DELTA_CONFLICTS, StaleRead, guarded_merge, merge_into
 from sbqueue.store.logfiles import commit_versions, log_files
@@ -141,6 +141,10 @@ def latest_version(spark: SparkSession, path: str) -> int:
     them by version), no Spark job. Elsewhere: ``DESCRIBE HISTORY ... LIMIT 1``, which reads
     only the log and works over Spark Connect too.
     """
+    if driver.enabled(path):
+        snap = driver.or_none(lambda: snapshot.current(path))
+        if snap is not None:  # the commits since this process's last look: no listing
+            return snap.version
     if driver.enabled(path) or is_local(path):
         return max(commit_versions(path))
     row = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").select("version").first()
@@ -306,18 +310,18 @@ class Table:
     def appended_table_here(self, after_version: int, up_to_version: int,
                             columns: Sequence[str], cap: int, where: str | None = None
                             ) -> pa.Table | None:
-        """``driver.appended_table``: appended rows as Arrow, read on the driver; None:
+        """``appended.appended_table``: appended rows as Arrow, read on the driver; None:
         read with Spark."""
-        return driver.appended_table(self.path, after_version, up_to_version, columns, cap,
+        return appended.appended_table(self.path, after_version, up_to_version, columns, cap,
                                      where)
 
     def appended_here(self, after_version: int, up_to_version: int, columns: Sequence[str],
                       keep: driver.Keep, order: Sequence[str], limit: int,
                       where: str | None = None, take: FileKeep | None = None
                       ) -> list[driver.Row] | None:
-        """``driver.appended``: the first appended rows read on the driver, no Spark job;
+        """``appended.appended``: the first appended rows read on the driver, no Spark job;
         None: read with Spark."""
-        return driver.appended(self.path, after_version, up_to_version, columns, keep, order,
+        return appended.appended(self.path, after_version, up_to_version, columns, keep, order,
                                limit, where, take)
 
     def merge(self, scope: str, keys: Sequence[str], changes: DataFrame,

@@ -87,11 +87,18 @@ def _authorized() -> Iterator[None]:
             f"({exc.strerror}); give it the rights, or use another folder (S1.1)") from None
 
 
+_SETTLED_NS = 200_000_000  # a document this old (by its mtime) is kept after a read
+
+
 class LocalDocumentStore:
     """Documents under a local folder; safe across threads and processes."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        # the bytes last read of each document, by the file's identity: an entity's
+        # definition and fences are read on every operation, and a document is written
+        # as a new file (a new inode), so a stat tells whether they are still the same
+        self._seen: dict[str, tuple[tuple[int, int, int], bytes, str]] = {}
 
     def _path(self, name: str) -> Path:
         return self.folder / name
@@ -102,13 +109,23 @@ class LocalDocumentStore:
 
     def read_versioned(self, name: str) -> tuple[dict[str, Any], str] | None:
         """The document and its token (the hash of its bytes), or None."""
+        path = str(self._path(name))
         try:
             with _authorized():
-                raw = self._path(name).read_bytes()
+                found = os.stat(path)
+                key = (found.st_ino, found.st_mtime_ns, found.st_size)
+                seen = self._seen.get(path)
+                if seen is None or seen[0] != key:
+                    raw = Path(path).read_bytes()  # replaced meanwhile: a new key next time
+                    seen = (key, raw, version_of(raw))
+                    # kept only once its time is past the clock's grain: a replacement
+                    # made later (its inode maybe reused, of the same size) has a later one
+                    if time.time_ns() - found.st_mtime_ns > _SETTLED_NS:
+                        self._seen[path] = seen
         except FileNotFoundError:
             return None
-        data: dict[str, Any] = json.loads(raw)
-        return data, version_of(raw)
+        data: dict[str, Any] = json.loads(seen[1])
+        return data, seen[2]
 
     def _check(self, name: str, expected: str | None) -> bool:
         """Whether the document is there and (given ``expected``) still the one read;

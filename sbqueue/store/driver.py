@@ -20,8 +20,6 @@ than ``ROW_LIMIT``), the functions return None and the caller goes through Spark
 from __future__ import annotations
 
 import contextlib
-import heapq
-import itertools
 import logging
 import os
 import random
@@ -38,15 +36,14 @@ from pyspark.sql.types import VariantVal
 
 from sbqueue.exceptions import StorageConflictError
 from sbqueue.location import driver_uri, is_local, is_s3
-from sbqueue.store import deadline, warm
+from sbqueue.store import deadline, snapshot, warm
+from sbqueue.store import rewrite as own
 from sbqueue.store.executor import delta_rs_installed, spark_only
-from sbqueue.store.logfiles import has_commit, log_files
 from sbqueue.store.objects import arrow_files, storage_options
 from sbqueue.store.thresholds import ROW_LIMIT
 
-__all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "Refused", "append", "appended",
-           "appended_table", "commits_enabled", "enabled", "latest", "marked", "or_none", "pin",
-           "scan"]
+__all__ = ["ROW_LIMIT", "Commit", "Conflict", "Pinned", "Refused", "append", "commits_enabled",
+           "enabled", "latest", "marked", "native_files", "or_none", "pin", "plain_rows", "scan"]
 
 _APPEND_TRIES = 20  # a blind append retried after concurrent commits
 _COMMITS = "SBQUEUE_DRIVER_COMMITS"  # "0" turns a small receive's commits on the driver off
@@ -89,90 +86,143 @@ def enabled(path: str) -> bool:
 class Pinned:
     """A table as of the version it was opened at: its rows, and (where driver commits
     are on) one rewrite of some of its partitions that commits only if no commit after that
-    version touched them (Delta's conflict check, run by delta-rs from that version)."""
+    version touched them (Delta's conflict check, from that version). The version and its
+    files come from this process's snapshot (``store.snapshot``: the commits since the
+    last read, no listing); a table the snapshot does not follow is delta-rs's."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.table = _take(path)  # this thread's table, held at its version until rewrite
-        self._held = True
+        self.snap = snapshot.current(path)
+        # else this thread's delta-rs table, held at its version until released
+        self._table = _take(path) if self.snap is None else None
+        self._held = self._table is not None
+
+    @property
+    def table(self) -> Any:
+        """delta-rs's table at this version (loaded where the snapshot serves reads)."""
+        if self._table is None:
+            assert self.snap is not None
+            self._table = open_table(self.path, self.snap.version)
+        return self._table
 
     def release(self) -> None:
-        """Give the table back to this thread's cache (kept warm for the next read): after
-        a rewrite, or where the caller decided not to write. Once only: a table given back
-        may be taken by the next ``Pinned``, which must not share it with this one."""
+        """Give a delta-rs table back to this thread's cache (kept warm for the next read):
+        after a rewrite, or where the caller decided not to write. Once only: a table given
+        back may be taken by the next ``Pinned``, which must not share it with this one."""
         if self._held:
             self._held = False
-            _give_back(self.path, self.table)
+            _give_back(self.path, self._table)
 
     def rows(self, partitions: Mapping[str, Sequence[Any]], columns: Sequence[str] | None,
              keep: Keep) -> list[Row] | None:
         """The rows in the named partitions (column -> values) that ``keep`` accepts;
         None when there are more than ``ROW_LIMIT`` or delta-rs cannot read them."""
-        where = None
-        for name, values in partitions.items():
-            clause = pc.field(name).isin(list(values))
-            where = clause if where is None else where & clause
-
-        # delta-rs builds a fragment per file of the partitions named, not of the table:
-        # measured, building them for every ledger file was most of a small receive.
-        chosen = [(name, "in", [str(v) for v in values])
-                  for name, values in partitions.items()]
-
         def read() -> list[Row] | None:
-            files = _native_files(self.path)
+            files = native_files(self.path)
+            snap = self.snap if warm.BUDGET > 0 else None
             try:
+                if snap is not None:  # the files' Python rows, kept; None as partition_rows
+                    kept = warm.partition_dicts(
+                        self.path, snap.schema, snap.partition_by, lambda: snap.adds, files,
+                        partitions, ROW_LIMIT, lambda rows: list(plain_rows(rows)))
+                    return self._dataset_rows(partitions, columns, keep, files) \
+                        if kept is None else _chosen_rows(kept, columns, keep)
                 whole = warm.partition_table(self.path, self.table, files, partitions,
                                              ROW_LIMIT)
             except warm.TooMany:  # as delta-rs's count below: more than a driver read
                 return None
             if whole is None:  # a table warm does not read: delta-rs's own dataset
-                dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen,
-                                                        filesystem=files)
-                if dataset.count_rows(filter=where) > ROW_LIMIT:
-                    return None
-                table = dataset.to_table(filter=where,
-                                         columns=None if columns is None else list(columns))
-            else:  # the files of those partitions only: nothing to filter
-                if whole.num_rows > ROW_LIMIT:
-                    return None
-                table = whole if columns is None else whole.select(list(columns))
-            return [row for row in _plain(table.to_pylist()) if keep(row)]
+                return self._dataset_rows(partitions, columns, keep, files)
+            if whole.num_rows > ROW_LIMIT:  # the files of those partitions: no filter
+                return None
+            table = whole if columns is None else whole.select(list(columns))
+            return [row for row in plain_rows(table.to_pylist()) if keep(row)]
         return or_none(read)
+
+    def _dataset_rows(self, partitions: Mapping[str, Sequence[Any]],
+                      columns: Sequence[str] | None, keep: Keep, files: Any) -> list[Row] | None:
+        """``rows`` through delta-rs's own dataset (a table ``store.warm`` does not read)."""
+        where = None
+        for name, values in partitions.items():
+            clause = pc.field(name).isin(list(values))
+            where = clause if where is None else where & clause
+        # delta-rs builds a fragment per file of the partitions named, not of the table:
+        # measured, building them for every ledger file was most of a small receive.
+        chosen = [(name, "in", [str(v) for v in values]) for name, values in partitions.items()]
+        dataset = self.table.to_pyarrow_dataset(file_pruning_predicate=chosen, filesystem=files)
+        if dataset.count_rows(filter=where) > ROW_LIMIT:
+            return None
+        table = dataset.to_table(filter=where, columns=None if columns is None else list(columns))
+        return [row for row in plain_rows(table.to_pylist()) if keep(row)]
 
     def rewrite(self, scope: Sequence[Mapping[str, Any]], rows: list[Row]) -> None:
         """Replace every row of the partitions in ``scope`` (each: partition column ->
         value) with ``rows``, in one commit; ``Conflict`` (nothing committed) when a commit
-        after this version touched them, ``Refused`` when delta-rs does not write the
-        table."""
+        after this version touched them, ``Refused`` when neither sbqueue's writer
+        (``store.rewrite``) nor delta-rs writes the table."""
+        snap = self.snap
+        schema = pa.schema(self.table.schema().to_arrow()) if snap is None else snap.schema
+        names = schema.names  # a new list at each access: taken once
+        data = pa.Table.from_pylist([{k: row.get(k) for k in names} for row in rows], schema)
+        read = (self.table.version(), pa.table(self.table.get_add_actions(flatten=True))) \
+            if snap is None else (snap.version, snap.adds)
+        try:
+            deadline.check()
+            try:
+                committed = own.rewrite(self.path, read, scope, data, _mark.get())
+            except own.Unsupported as exc:  # a table or moment for delta-rs's writer
+                log.debug("%s rewritten by delta-rs: %s", self.path, exc)
+                self._rewrite_with_delta_rs(scope, data)
+                return
+            if committed is None:
+                raise Conflict(f"{self.path}: a commit after version {read[0]} "
+                               "changed the partitions this rewrite read")
+        finally:
+            self.release()
+
+    def _rewrite_with_delta_rs(self, scope: Sequence[Mapping[str, Any]],
+                               data: pa.Table) -> None:
         from deltalake import write_deltalake
         from deltalake.exceptions import CommitFailedError
 
-        schema = pa.schema(self.table.schema().to_arrow())
         predicate = " OR ".join(
             "(" + " AND ".join(f"{name} = {_literal(value)}" for name, value in part.items())
             + ")" for part in scope)
-        names = schema.names  # a new list at each access: taken once
-        data = pa.Table.from_pylist([{k: row.get(k) for k in names} for row in rows], schema)
         try:
-            deadline.check()
             write_deltalake(self.table, data, mode="overwrite", predicate=predicate,
                             commit_properties=_commit_properties())
         except CommitFailedError as exc:
             _refuse(self.path, exc)
             raise Conflict(str(exc).split("\n")[0]) from None
-        finally:
-            self.release()
+
+
+def _chosen_rows(files: list[list[Row]], columns: Sequence[str] | None, keep: Keep
+                 ) -> list[Row]:
+    """The rows ``keep`` accepts of files kept as Python rows (shared: each copied, with
+    ``columns`` only where named)."""
+    if columns is None:
+        return [dict(row) for rows in files for row in rows if keep(row)]
+    names = list(columns)
+    return [{name: row[name] for name in names} for rows in files for row in rows
+            if keep(row)]
 
 
 def append(path: str, rows: list[Row], tag: str) -> None:
     """Blind append of ``rows`` in one commit carrying ``tag`` as its user metadata (as
-    ``store.delta.append``). It reads nothing, so it may always be tried again: delta-rs
-    refuses an append to a Serializable table when a concurrent commit removed files
-    ("deleted data this operation read"); the next attempt lands after that commit.
-    ``Refused`` (not retried) where delta-rs does not write the table."""
+    ``store.delta.append``): by sbqueue's writer (``store.rewrite``), else by delta-rs.
+    It reads nothing, so it may always be tried again: delta-rs refuses an append to a
+    Serializable table when a concurrent commit removed files ("deleted data this
+    operation read"); the next attempt lands after that commit. ``Refused`` (not retried)
+    where delta-rs does not write the table."""
     from deltalake import write_deltalake
     from deltalake.exceptions import CommitFailedError
 
+    try:
+        deadline.check()
+        own.append(path, rows, tag)
+        return
+    except own.Unsupported as exc:
+        log.debug("%s appended by delta-rs: %s", path, exc)
     for attempt in range(_APPEND_TRIES):
         table = latest(path)
         schema = pa.schema(table.schema().to_arrow())
@@ -248,7 +298,7 @@ def open_table(path: str, version: int | None = None) -> Any:
     return DeltaTable(driver_uri(path), version=version, storage_options=storage_options(path))
 
 
-def _native_files(path: str) -> Any:
+def native_files(path: str) -> Any:
     """The table's folder through Arrow's own file system (local or S3), for its scans. delta-rs's
     default is a Python file system: every read it serves is a Python buffer that Arrow's
     worker threads release after the scan has returned, taking the GIL to do so; a worker
@@ -304,140 +354,7 @@ def _literal(value: Any) -> str:
     return f"'{text}'"
 
 
-def appended(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
-             keep: Keep, order: Sequence[str], limit: int, where: str | None = None,
-             take: warm.FileKeep | None = None) -> list[Row] | None:
-    """The first ``limit`` rows by ``order`` among the rows appended in versions
-    (after_version, up_to_version] that ``keep`` accepts (from the change feed, each with
-    ``_commit_version``); None when it cannot be read here. ``where``: a SQL filter by
-    which delta-rs skips files and row groups of the change feed; ``keep`` must hold it
-    too (the walk of ``_walked`` reads by ``keep`` alone). ``take``: the files the walk
-    decodes, by their partition values and version (``keep`` must refuse the rows of the
-    others)."""
-    if not enabled(path):
-        return None
-    if up_to_version <= after_version:
-        return []
-    if not _feed_holds(path, after_version):
-        return None  # the log no longer holds those commits: Spark reads by row tracking
-
-    try:
-        walked = or_none(lambda: _walked(path, (after_version, up_to_version),
-                                         list(dict.fromkeys([*columns, *order])), keep,
-                                         order, limit, take))
-    except warm.TooMany:  # a commit too big to decode whole: the change feed, pruned by
-        walked = None     # ``where`` (files and row groups), reads only its head
-    if walked is not None:
-        return walked
-    wanted = list(dict.fromkeys([*columns, *order, "_change_type", "_commit_version"]))
-    return or_none(lambda: _first(
-        _changes(path, after_version, up_to_version, wanted, where), wanted, keep, order, limit))
-
-
-_IN_COMMIT_ORDER = ("_commit_version", "batch_index")
-
-
-def _walked(path: str, versions: tuple[int, int], wanted: list[str], keep: Keep,
-            order: Sequence[str], limit: int, take: warm.FileKeep | None
-            ) -> list[Row] | None:
-    """``appended`` by walking the commits in order, each one's rows from memory where it
-    was read before (``store.warm``), stopping at the commit that completes ``limit``
-    rows: a head read costs the head, not the change feed of every commit since. None
-    where a commit is not plain appends or the order is not commit order (the change
-    feed is read instead)."""
-    table = latest(path)
-    if tuple(order) != _IN_COMMIT_ORDER or not warm.readable(table):
-        return None
-    files, schema, found, seen = _native_files(path), pa.schema(table.schema().to_arrow()), \
-        list[Row](), 0
-    for version in range(versions[0] + 1, versions[1] + 1):
-        rows = warm.added(path, schema, files, version, take, ROW_LIMIT - seen)
-        if rows is None:
-            return None
-        seen += rows.num_rows
-        kept = [r for r in _plain(rows.select(wanted).to_pylist()) if keep(r)]
-        found += sorted(kept, key=lambda r: r["batch_index"])
-        if len(found) >= limit:
-            break
-    return found[:limit]
-
-
-def _feed_holds(path: str, after_version: int) -> bool:
-    """Whether the log still holds the commit after ``after_version`` (its change feed)."""
-    return has_commit(log_files(path), after_version + 1)
-
-
-def _changes(path: str, after_version: int, up_to_version: int, wanted: list[str],
-             where: str | None = None) -> pa.RecordBatchReader:
-    """The change feed of versions (after_version, up_to_version], ``wanted`` columns."""
-    return pa.RecordBatchReader.from_stream(latest(path).load_cdf(
-        starting_version=after_version + 1, ending_version=up_to_version, columns=wanted,
-        predicate=where))
-
-
-def appended_table(path: str, after_version: int, up_to_version: int, columns: Sequence[str],
-                   cap: int, where: str | None = None) -> pa.Table | None:
-    """The rows appended in versions (after_version, up_to_version] as one Arrow table with
-    ``_commit_version``, for a decision made with Arrow compute over many rows (a
-    forwarding window); None when it cannot be read here or holds more than ``cap`` rows.
-    ``where``: a SQL filter on data columns that files and row groups are pruned by (the
-    caller filters exactly afterwards)."""
-    if not enabled(path) or up_to_version <= after_version or not _feed_holds(
-            path, after_version):
-        return None
-    wanted = list(dict.fromkeys([*columns, "_change_type", "_commit_version"]))
-
-    def read() -> pa.Table | None:
-        stream = _changes(path, after_version, up_to_version, wanted, where)
-        schema = pa.schema([stream.schema.field(c) for c in wanted])
-        batches, seen = [], 0
-        for batch in stream:
-            seen += batch.num_rows
-            if seen > cap:
-                return None
-            batches.append(batch.select(wanted))
-        table = pa.Table.from_batches(batches, schema)
-        for k, field in enumerate(schema):  # only the view types: a cast of a struct
-            if _unviewed(field.type) != field.type:  # with null rows is refused
-                table = table.set_column(k, field.with_type(_unviewed(field.type)),
-                                         pc.cast(table.column(k), _unviewed(field.type)))
-        inserts = table.filter(pc.equal(table.column("_change_type"), "insert"))
-        return inserts.drop_columns(["_change_type"]).combine_chunks()
-    return or_none(read)
-
-
-def _unviewed(kind: pa.DataType) -> pa.DataType:
-    """The plain type of a view type delta-rs reads (most compute kernels take only those)."""
-    if kind == pa.string_view():
-        return pa.string()
-    if kind == pa.binary_view():
-        return pa.binary()
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_list_view(kind):
-        return pa.list_(_unviewed(kind.value_type))
-    return kind
-
-
-def _first(stream: pa.RecordBatchReader, wanted: list[str], keep: Keep,
-           order: Sequence[str], limit: int) -> list[Row] | None:
-    """A bounded top-``limit`` over a stream of change rows (inserts only)."""
-    best: list[tuple[tuple[Any, ...], int, Row]] = []
-    seen, arrival = 0, itertools.count()
-    for batch in stream:
-        seen += batch.num_rows
-        if seen > ROW_LIMIT:
-            return None
-        for row in _plain(batch.select(wanted).to_pylist()):
-            if row.pop("_change_type") != "insert" or not keep(row):
-                continue
-            item = (tuple(-row[c] for c in order), next(arrival), row)  # a max-heap by order
-            if len(best) < limit:
-                heapq.heappush(best, item)
-            elif item[0] > best[0][0]:
-                heapq.heapreplace(best, item)
-    return [row for _, _, row in sorted(best, key=lambda i: tuple(-v for v in i[0]))]
-
-
-def _plain(rows: Iterable[Row]) -> Iterable[Row]:
+def plain_rows(rows: Iterable[Row]) -> Iterable[Row]:
     """Values as the Spark path hands them to the rules: aware UTC times, a VARIANT as
     PySpark's ``VariantVal``."""
     for row in rows:

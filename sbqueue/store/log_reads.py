@@ -139,7 +139,8 @@ def commit_ranges(path: str, version: int, partition: str, column: str
     return _commit_ranges(path, version, partition, column)
 
 
-@functools.lru_cache(maxsize=32)  # a commit file never changes once written
+@functools.lru_cache(maxsize=4096)  # a commit file never changes once written; a head walk
+# passes each commit since the earliest cursor on every receive (more than a few dozen)
 def _commit_ranges(path: str, version: int, partition: str, column: str
                    ) -> dict[int, list[FileRange]] | None:
     found: dict[int, list[FileRange]] = {}

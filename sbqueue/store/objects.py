@@ -79,8 +79,11 @@ class LocalFiles:
 
     def put(self, name: str, data: bytes) -> None:
         target = self.folder / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        try:
+            target.write_bytes(data)
+        except FileNotFoundError:  # a partition's first file: its folder made once
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
 
     def names(self) -> list[str]:
         return os.listdir(self.folder)  # FileNotFoundError where there is no folder

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -32,7 +33,8 @@ import pyarrow.dataset as ds
 
 from sbqueue.store.logfiles import commit_actions, log_files
 
-__all__ = ["BUDGET", "FileKeep", "TooMany", "added", "partition_table", "readable"]
+__all__ = ["BUDGET", "FileKeep", "TooMany", "added", "keep", "partition_dicts", "partition_rows",
+           "partition_table", "plain_files", "readable", "rows_of"]
 
 # Bytes of decoded files a process keeps at most (``SBQUEUE_WARM_BYTES``): a ledger file is
 # a few KB to a few MB; the inbox's hold bodies, which is why there is a bound at all.
@@ -42,10 +44,17 @@ BUDGET = int(os.environ.get("SBQUEUE_WARM_BYTES", str(256 << 20)))
 # Whether a data file may hold a row a read wants, by its partition values and the version
 # that added it: decided before the file is decoded.
 FileKeep = Callable[[Mapping[str, Any], int], bool]
+K = TypeVar("K")
+V = TypeVar("V")
 
+log = logging.getLogger("sbqueue.store")
 _lock = threading.Lock()
 _files: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
-_held = [0]  # bytes in _files
+_dicts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # some files' Python rows
+_held = [0]  # bytes in _files and _dicts
+# A snapshot's files by partition: a receive asks twice at one version (its read, then its
+# rewrite), by the add actions' id (the actions held, so the id stays theirs).
+_chosen_files: dict[int, tuple[Any, ...]] = {}
 # Reader features that leave a data file's rows as its Parquet rows: a VARIANT is a struct of
 # two binaries in the file, as delta-rs's own dataset reads it.
 _PLAIN_READS = frozenset({"variantType", "variantType-preview", "timestampNtz"})
@@ -55,31 +64,109 @@ _FORMAT = ds.ParquetFileFormat(
 
 def partition_table(root: str, table: Any, files: Any,
                     partitions: Mapping[str, Sequence[Any]], cap: int) -> pa.Table | None:
-    """Every row of the files of ``table``'s snapshot in the named partitions (partition
-    column -> values), as one Arrow table with the table's schema (``TooMany`` before
-    anything is decoded where they hold more than ``cap`` rows); None where this module
-    does not read the table (a reader feature, a partition filter on a data column)."""
+    """Every row of the files of ``table``'s snapshot (delta-rs's) in the named partitions
+    (partition column -> values), as ``partition_rows``; None where this module does not
+    read the table (a reader feature, a partition filter on a data column)."""
     if not readable(table):
         return None
-    names = table.metadata().partition_columns
+    return partition_rows(root, pa.schema(table.schema().to_arrow()),
+                          table.metadata().partition_columns,
+                          lambda: pa.table(table.get_add_actions(flatten=True)), files,
+                          partitions, cap)
+
+
+def partition_rows(root: str, schema: pa.Schema, names: Sequence[str],
+                   adds: Callable[[], pa.Table], files: Any,
+                   partitions: Mapping[str, Sequence[Any]], cap: int) -> pa.Table | None:
+    """Every row of the live files (``adds``: their add actions, as delta-rs flattens
+    them) in the named partitions, as one Arrow table of ``schema`` (``TooMany`` before
+    anything is decoded where they hold more than ``cap`` rows); None where a partition
+    filter names a data column or a file has no row count."""
+    keys = _partition_files(root, schema, names, adds, partitions, cap)
+    if keys is None:
+        return None
+    pieces = [_decoded(key, where, schema, files) for key, where in keys]
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+
+
+def partition_dicts(root: str, schema: pa.Schema, names: Sequence[str],
+                    adds: Callable[[], pa.Table], files: Any,
+                    partitions: Mapping[str, Sequence[Any]], cap: int,
+                    plain: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+                    ) -> list[list[dict[str, Any]]] | None:
+    """``partition_rows``' rows as Python rows (``plain`` makes them from a file's
+    ``to_pylist``), one list per file, made once per file and kept beside it: a small
+    receive reads its ledger partitions twice and converted them both times (a third of
+    each read). The lists are shared: a caller copies a row before changing it."""
+    keys = _partition_files(root, schema, names, adds, partitions, cap)
+    if keys is None:
+        return None
+    out = []
+    for key, where in keys:
+        with _lock:
+            found = _dicts.get(key)
+        if found is None:
+            made = plain(_decoded(key, where, schema, files).to_pylist())
+            with _lock:  # kept while its file is, dropped with it; counted once
+                found = _dicts.get(key)  # another thread's, made meanwhile
+                if found is None:
+                    found = made
+                    if key in _files:
+                        _dicts[key] = made
+                        _held[0] += _dict_bytes(made)
+        out.append(found)
+    return out
+
+
+def _dict_bytes(rows: list[dict[str, Any]]) -> int:
+    """About what a file's Python rows hold (a dict entry and a boxed value per cell)."""
+    return 96 * len(rows) * (len(rows[0]) if rows else 0)
+
+
+def _partition_files(root: str, schema: pa.Schema, names: Sequence[str],
+                     adds: Callable[[], pa.Table], partitions: Mapping[str, Sequence[Any]],
+                     cap: int) -> list[tuple[tuple[str, str, str], dict[str, Any]]] | None:
+    """The cache keys and partition values of the live files in the named partitions
+    (``TooMany`` where they hold more than ``cap`` rows); None as ``partition_rows``."""
     if not set(partitions) <= set(names):
         return None
-    schema = pa.schema(table.schema().to_arrow())
-    adds = pa.table(table.get_add_actions(flatten=True))
-    chosen = _chosen(adds, partitions)
-    counts = chosen.column("num_records")
-    if counts.null_count:  # a file without statistics: delta-rs counts its rows
+    live = adds()
+    found = _chosen_files.get(id(live))
+    if found is None or found[0] is not live:
+        found = (live, _by_partition(root, schema, names, live))
+        if len(_chosen_files) > 64:
+            _chosen_files.clear()
+        _chosen_files[id(live)] = found
+    wanted = [(index, {_text(v) for v in partitions[n]})
+              for index, n in enumerate(names) if n in partitions]
+    chosen = [file for values, files in found[1].items()
+              if all(values[i] in texts for i, texts in wanted) for file in files]
+    if any(rows is None for _, _, rows in chosen):  # no statistics: delta-rs counts rows
         return None
-    if (pc.sum(counts).as_py() or 0) > cap:
+    if sum(rows or 0 for _, _, rows in chosen) > cap:
         raise TooMany(f"{root}: more than {cap} rows in {dict(partitions)}")
+    return [(key, where) for key, where, _ in chosen]
+
+
+def _text(value: Any) -> str | None:
+    """A partition value as the log writes it (None: null)."""
+    return None if value is None else str(value)
+
+
+def _by_partition(root: str, schema: pa.Schema, names: Sequence[str], live: pa.Table
+                  ) -> dict[tuple[str | None, ...], list[tuple[Any, dict[str, Any], int | None]]]:
+    """A snapshot's live files (``live``: their add actions) by partition values (as
+    text): each file's cache key, typed partition values and row count."""
     shape = _shape(schema)  # cached files are kept per schema: a table may evolve
-    pieces = []
-    for file, values in zip(chosen.column("path").to_pylist(),
-                            chosen.select([f"partition.{n}" for n in names]).to_pylist(),
-                            strict=True):
+    found: dict[tuple[str | None, ...], list[tuple[Any, dict[str, Any], int | None]]] = {}
+    for file, values, rows in zip(
+            live.column("path").to_pylist(),
+            live.select([f"partition.{n}" for n in names]).to_pylist(),
+            live.column("num_records").to_pylist(), strict=True):
         where = {n: values[f"partition.{n}"] for n in names}
-        pieces.append(_decoded((root, file, shape), where, schema, files))
-    return pa.concat_tables(pieces) if pieces else schema.empty_table()
+        found.setdefault(tuple(_text(where[n]) for n in names), []).append(
+            ((root, file, shape), where, rows))
+    return found
 
 
 class TooMany(Exception):
@@ -87,12 +174,17 @@ class TooMany(Exception):
 
 
 def readable(table: Any) -> bool:
-    """Whether this module reads ``table``'s files: turned on, and no reader feature that
+    """Whether this module reads ``table``'s files: turned on, and ``plain_files``."""
+    return BUDGET > 0 and plain_files(table)
+
+
+def plain_files(table: Any) -> bool:
+    """Whether ``table``'s data files hold its rows as written: no reader feature that
     changes what a file's rows are (deletion vectors, column mapping)."""
     protocol = table.protocol()
     features = set(protocol.reader_features or ())
-    return BUDGET > 0 and (protocol.min_reader_version == 1 or (
-        protocol.min_reader_version >= 3 and features <= _PLAIN_READS))
+    return protocol.min_reader_version == 1 or (
+        protocol.min_reader_version >= 3 and features <= _PLAIN_READS)
 
 
 def added(root: str, schema: pa.Schema, files: Any, version: int,
@@ -108,21 +200,42 @@ def added(root: str, schema: pa.Schema, files: Any, version: int,
     if adds is None:
         return None
     shape = _shape(schema)
-    typed = [(file, _typed(raw, schema), rows) for file, raw, rows in adds]
+    typed = [(file, _typed(raw, shape, schema), rows) for file, raw, rows in adds]
     taken = [t for t in typed if take is None or take(t[1], version)]
     if cap is not None and sum(cap + 1 if rows is None else rows
                                for _, _, rows in taken) > cap:
         raise TooMany(f"{root}: commit {version} adds more than {cap} rows to read")
+    if not taken:  # most commits a head walk passes: other partitions' rows
+        return _none_added(shape, schema)
     pieces = [_decoded((root, file, shape), values, schema, files)
               for file, values, _ in taken]
-    whole = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    whole = pa.concat_tables(pieces)
     return whole.append_column("_commit_version",
                                pa.array([version] * whole.num_rows, pa.int64()))
 
 
-@functools.lru_cache(maxsize=64)
+def _none_added(shape: str, schema: pa.Schema) -> pa.Table:
+    """No rows of ``schema`` (its ``shape``), with ``_commit_version``."""
+    return _memo(_empty, shape, lambda: schema.empty_table().append_column(
+        "_commit_version", pa.array([], pa.int64())), 256)
+
+
+# Caches keyed by a schema's text, not the schema: hashing a pa.Schema costs ~20 us (its
+# fields, each time), and a head walk asks once per commit it passes; a string keeps its
+# hash. ``_shape`` finds the text by the schema object's identity (held, so its id stays).
+_shapes: dict[int, tuple[pa.Schema, str]] = {}
+_empty: dict[str, pa.Table] = {}
+_typed_values: dict[tuple[tuple[tuple[str, str | None], ...], str], Mapping[str, Any]] = {}
+
+
 def _shape(schema: pa.Schema) -> str:
-    return str(schema.to_string())
+    found = _shapes.get(id(schema))
+    if found is not None and found[0] is schema:
+        return found[1]
+    if len(_shapes) > 256:
+        _shapes.clear()
+    shape = _shapes[id(schema)] = (schema, str(schema.to_string()))
+    return shape[1]
 
 
 @functools.lru_cache(maxsize=4096)  # a commit file never changes once written, and an
@@ -143,11 +256,11 @@ def _adds(root: str, version: int  # entity's tables are made new at a new root 
         add = action.get("add")
         if add is not None and add.get("dataChange", True):
             found.append((str(add["path"]), tuple(sorted(add["partitionValues"].items())),
-                          _rows(add)))
+                          rows_of(add)))
     return tuple(found)
 
 
-def _rows(add: Mapping[str, Any]) -> int | None:
+def rows_of(add: Mapping[str, Any]) -> int | None:
     """An add action's row count, from its statistics."""
     try:
         return int(json.loads(add.get("stats") or "{}")["numRecords"])
@@ -155,23 +268,23 @@ def _rows(add: Mapping[str, Any]) -> int | None:
         return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _typed(values: tuple[tuple[str, str | None], ...], schema: pa.Schema
+def _typed(values: tuple[tuple[str, str | None], ...], shape: str, schema: pa.Schema
            ) -> Mapping[str, Any]:
-    """A file's partition values (strings in the log) as the schema's types."""
-    return {name: None if text is None else
-            pa.array([text], pa.string()).cast(schema.field(name).type)[0].as_py()
-            for name, text in values}
+    """A file's partition values (strings in the log) as the schema's (``shape``) types."""
+    return _memo(_typed_values, (values, shape), lambda: {
+        name: None if text is None else
+        pa.array([text], pa.string()).cast(schema.field(name).type)[0].as_py()
+        for name, text in values}, 4096)
 
 
-def _chosen(adds: pa.Table, partitions: Mapping[str, Sequence[Any]]) -> pa.Table:
-    """The add actions in the named partitions."""
-    keep = None
-    for name, values in partitions.items():
-        column = adds.column(f"partition.{name}")
-        clause = pc.is_in(column, pa.array(list(values), column.type))
-        keep = clause if keep is None else pc.and_(keep, clause)
-    return adds if keep is None else adds.filter(keep)
+def _memo(store: dict[K, V], key: K, make: Callable[[], V], bound: int) -> V:
+    """``store[key]``, made once; the store emptied past ``bound`` entries."""
+    found = store.get(key)
+    if found is None:
+        if len(store) > bound:
+            store.clear()
+        found = store[key] = make()
+    return found
 
 
 def _decoded(key: tuple[str, str, str], values: Mapping[str, Any], schema: pa.Schema,
@@ -184,14 +297,33 @@ def _decoded(key: tuple[str, str, str], values: Mapping[str, Any], schema: pa.Sc
             _files.move_to_end(key)
             return found
     found = _read(unquote(key[1]), values, schema, files)
+    _keep(key, found)
+    return found
+
+
+def keep(root: str, schema: pa.Schema, written: Sequence[tuple[str, pa.Table]]) -> None:
+    """Keep each written file's rows (its path as the log names it; ``schema``, partition
+    columns included) as that file decoded, in the table at ``root``: a file this process
+    just committed is read by its next read without decoding it. Never raises: the commit
+    stands (a caller told otherwise would write it again)."""
+    if BUDGET <= 0:
+        return
+    try:
+        shape = _shape(schema)
+        for file, rows in written:  # a cast even to the same schema costs a call a column
+            _keep((root, file, shape), rows if rows.schema.equals(schema) else rows.cast(schema))
+    except Exception as exc:
+        log.debug("written files of %s not kept decoded: %r", root, exc)
+
+
+def _keep(key: tuple[str, str, str], rows: pa.Table) -> None:
     with _lock:
         if key not in _files:
-            _files[key] = found
-            _held[0] += found.nbytes
+            _files[key] = rows
+            _held[0] += rows.nbytes
         while _held[0] > BUDGET and len(_files) > 1:
-            _, dropped = _files.popitem(last=False)
-            _held[0] -= dropped.nbytes
-    return found
+            gone, dropped = _files.popitem(last=False)
+            _held[0] -= dropped.nbytes + _dict_bytes(_dicts.pop(gone, []))
 
 
 def _read(file: str, values: Mapping[str, Any], schema: pa.Schema, files: Any) -> pa.Table:

@@ -18,7 +18,7 @@ import pytest
 from sbqueue.engine import Namespace
 from sbqueue.engine.receive.small import HEAD_ROWS
 from sbqueue.spark.plans import scanned_rows
-from sbqueue.store import driver
+from sbqueue.store import appended
 
 pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
@@ -29,7 +29,7 @@ ASKED = 10
 def _streamed_by_head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The rows each change-feed read on the driver streams (the reads run as they are)."""
     streamed: list[int] = []
-    read = driver._changes
+    read = appended._changes
 
     def counted(*args: Any, **kwargs: Any) -> pa.RecordBatchReader:
         stream = read(*args, **kwargs)
@@ -37,7 +37,7 @@ def _streamed_by_head_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         streamed.append(sum(b.num_rows for b in batches))
         return pa.RecordBatchReader.from_batches(stream.schema, batches)
 
-    monkeypatch.setattr(driver, "_changes", counted)
+    monkeypatch.setattr(appended, "_changes", counted)
     return streamed
 
 

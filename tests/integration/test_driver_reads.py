@@ -12,6 +12,7 @@ import pytest
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.core.transitions import Lane
 from sbqueue.engine.namespace import Namespace
+from sbqueue.engine.receive import ledger_slice
 from sbqueue.engine.receive import small as receive_small
 from sbqueue.engine.receive.attempt import cursors_of
 
@@ -63,7 +64,7 @@ def test_the_ledger_slice_read_on_the_driver_is_the_spark_read(
         entity = busy_queue.entity(path)
         a = entity.make_attempt(list(range(entity.partitions)), 50, 50, True)
         here, there = _both(monkeypatch, lambda e=entity, a=a, lane=lane:
-                            receive_small._ledger_rows(e.ledger, a, lane, 80))
+                            ledger_slice.ledger_rows(e.ledger, a, lane, 80))
         assert _plain(here) == _plain(there)
         kinds = {r["row_type"] for r in _plain(here)}
         assert kinds >= ({"p", "c", "m"} if lane == Lane.MAIN else {"m"})
@@ -73,7 +74,7 @@ def test_the_inbox_head_read_on_the_driver_is_the_spark_read(
         monkeypatch: pytest.MonkeyPatch, busy_queue: Namespace) -> None:
     entity = busy_queue.entity("q")
     a = entity.make_attempt(list(range(entity.partitions)), 50, 50, True)
-    rows = receive_small._ledger_rows(entity.ledger, a, Lane.MAIN, 80) or []
+    rows = ledger_slice.ledger_rows(entity.ledger, a, Lane.MAIN, 80) or []
     cursors = cursors_of(rows, a.partitions)
     for bodies, limit in ((True, 40), (False, 40), (True, 3)):
         here, there = _both(monkeypatch, lambda bodies=bodies, limit=limit:

@@ -120,31 +120,47 @@ def _shot(driver, folder: Path, name: str) -> None:
 
 
 def _cell(driver, entity: str, kind: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(driver.find_element(
-        By.CSS_SELECTOR, f'tr[data-entity="{entity}"] td.{kind}').text)
+    """The text of one count cell, found and read in one step in the page (the page
+    refreshes its rows in place, so an element found by one call may be gone by the next)."""
+    text = driver.execute_script(
+        "const c = document.querySelector(arguments[0]);"
+        " return c === null ? null : c.textContent.trim();",
+        f'tr[data-entity="{entity}"] td.{kind}')
+    assert text is not None, f"no {kind} cell for {entity}"
+    return str(text)
 
 
 def _wait(driver, condition, seconds: float = 60) -> None:
+    """Wait for ``condition``; a page that refreshes in place replaces its rows, so a cell
+    found just before a refresh may be gone when read: that look is retried."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    WebDriverWait(driver, seconds, poll_frequency=0.5).until(lambda d: condition())
+    WebDriverWait(driver, seconds, poll_frequency=0.5,
+                  ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: condition())
 
 
 def _go(driver, act, wanted: str, seconds: float = 600) -> None:
-    """``act()`` (a click, a back) and wait until the browser left the page it was on and
-    the next one shows ``wanted`` (a CSS selector): a form's submit returns before its
-    page has loaded, and an element found in between belongs to the old page."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
+    """``act()`` (a click, a back) and wait until the browser shows a new document holding
+    ``wanted`` (a CSS selector). The page is marked with a token of this call's own before
+    acting, and the wait asks the page, in one script, for a document without that token:
+    no element of the old page is held across the navigation (Chrome may answer a question
+    about one with a stale-element error or an inspector error), and a page the back button
+    restores carries an older token, not this one."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    page = driver.find_element(By.TAG_NAME, "html")
+    token = f"page-{time.monotonic_ns()}"
+    driver.execute_script("document.documentElement.dataset.sbqPage = arguments[0];", token)
     act()
-    wait = WebDriverWait(driver, seconds, poll_frequency=0.2)
-    wait.until(expected_conditions.staleness_of(page))
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, wanted))
+    WebDriverWait(driver, seconds, poll_frequency=0.2,
+                  ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(
+            "const root = document.documentElement;"
+            " return root !== null && root.dataset.sbqPage !== arguments[0]"
+            " && document.readyState !== 'loading'"
+            " && document.querySelector(arguments[1]) !== null;", token, wanted))
 
 
 def test_a_person_looks_peeks_resubmits_and_sees_the_counts_change(

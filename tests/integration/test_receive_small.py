@@ -127,10 +127,10 @@ def test_s6_1_the_next_receive_folds_a_completed_message_still_locked(spark, adm
 
 def test_a_receive_that_changes_nothing_commits_nothing(spark, admin, namespace_root
                                                        ) -> None:
-    """A completion record stays a minute after its fold (``RECORD_KEEP``): a receive of
-    that minute that finds nothing to hand out or move folds the record again, which
-    deletes no row. It commits nothing (before, each one committed that no-op, and a
-    maintenance step made 64 such commits)."""
+    """A receive that finds nothing to hand out or move, and no record to fold, commits
+    nothing (before, a record kept a minute after its fold was folded again by each
+    receive of that minute, each commit a no-op, and a maintenance step made 64 such
+    commits; on the driver the fold now takes the record too, decision 049)."""
     from sbqueue import ServiceBusClient, ServiceBusMessage
     from sbqueue.store.delta import latest_version
 

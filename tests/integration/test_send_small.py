@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from sbqueue import ServiceBusClient, ServiceBusMessage
 from sbqueue.exceptions import InvalidOperationError, MessageSizeExceededError
 from sbqueue.location import local_path
+from sbqueue.store import checkpoints
 
 pytestmark = [pytest.mark.spark, pytest.mark.local_executor]
 
@@ -162,6 +163,7 @@ def test_driver_commits_checkpoint_the_log_and_row_ids_run_on(
             sender.send_messages(ServiceBusMessage(f"m{i}"))
         inbox = sender.entity.inbox
         log = local_path(inbox.path) / "_delta_log"
+        checkpoints.written()  # a worker thread writes it beside the sends
         assert (log / f"{20:020d}.checkpoint.parquet").exists()
         sender.entity.send_dataframe(spark.createDataFrame([("df",)], "body string"))
         sender.send_messages(ServiceBusMessage("after"))

@@ -23,7 +23,7 @@ from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.schema import INBOX_SCHEMA
 from sbqueue.exceptions import InvalidOperationError
 from sbqueue.location import local_path
-from sbqueue.store import driver, tracked
+from sbqueue.store import checkpoints, driver, table_state, tracked
 from sbqueue.store.created import ENGINE
 from sbqueue.store.logfiles import commit_actions, has_commit, log_files
 from sbqueue.store.objects import Files
@@ -136,8 +136,8 @@ def test_a_spark_made_inbox_is_written_on_the_driver(spark: Any, tmp_path: Path)
     are ordered otherwise by delta-rs than by Spark)."""
     inbox = Inbox(spark, str(tmp_path / "inbox"))
     inbox.create_empty(here=False)
-    state = tracked._state(inbox.path, _log(inbox))
-    assert tracked._refusal(state, tracked.arrow_schema(INBOX_SCHEMA)) is None
+    state = table_state.table_state(inbox.path, _log(inbox))
+    assert table_state.refusal(state, tracked.arrow_schema(INBOX_SCHEMA)) is None
 
 
 @pytest.mark.parametrize("change", [
@@ -218,6 +218,7 @@ def test_the_inbox_checkpoint_interval_set_by_spark_is_honoured(
         for i in range(7):
             sender.send_messages(ServiceBusMessage(f"m{i}"))
         assert _engines(inbox, altered + 1) == [ENGINE] * 7
+        checkpoints.written()  # a worker thread writes them beside the sends
 
         made = sorted(int(n[:20]) for n in os.listdir(_log_path(inbox))
                       if n.endswith(".checkpoint.parquet"))
@@ -246,9 +247,11 @@ def test_the_log_is_cleaned_when_only_the_driver_sends(
         inbox = sender.entity.inbox
         for i in range(12):
             sender.send_messages(ServiceBusMessage(f"m{i:02d}"))
+        checkpoints.written()  # the checkpoint thread's, at 10
         _age(_log_path(inbox), 10)
         for i in range(12, 20):
             sender.send_messages(ServiceBusMessage(f"m{i:02d}"))
+        checkpoints.written()  # at 20, and the cleanup after it
 
         kept = sorted(int(n[:20]) for n in os.listdir(_log_path(inbox)) if n.endswith(".json"))
         assert kept == list(range(10, 21))

@@ -187,28 +187,49 @@ def runner_faults(role: Any, names: list[str]) -> None:
         note(logs, "dedupe-jump", id=message)
 
 
+def _first_holder(role: Any, session: str) -> Any:
+    """A receiver holding ``session``, taken before its messages are sent: a session
+    worker taking the next available session cannot take it first (the fault would then
+    fail to be put in, not be caught)."""
+    from soak_roles import send_session
+    from soak_topology import SESSIONS
+
+    r = role.client.get_queue_receiver(SESSIONS, session_id=session, max_wait_time=5)
+    r.__enter__()
+    send_session(role, session)
+    return r
+
+
+def _second_holder(role: Any, session: str) -> Any:
+    """A receiver that takes ``session`` with this process's clock past the first one's
+    lock."""
+    from soak_topology import SESSION_LOCK, SESSIONS
+
+    with _jumped(SESSION_LOCK + timedelta(seconds=5)):
+        r = role.client.get_queue_receiver(SESSIONS, session_id=session, max_wait_time=5)
+        r.__enter__()
+    return r
+
+
 def _lock_twice(role: Any, logs: Path) -> None:
     """A message of a new session received by the session's holder, then received again
     by a second holder that took the session with the clock past the first one's lock: two
     holders of one message. (Through a session: its receives are decided on the driver, in
     seconds however busy the machine; a deferred message's fetch by number is a Spark job
     that can outlast any lock there.)"""
-    from soak_roles import send_session
     from soak_topology import SESSION_LOCK, SESSIONS
 
     from sbqueue.exceptions import ServiceBusError
 
     session = f"lock-{role.new_id()}"
-    send_session(role, session)
-    held, seqs = [], []
+    held, seqs = [_first_holder(role, session)], []
     for jump in (timedelta(0), SESSION_LOCK + timedelta(seconds=5)):
+        if jump:
+            held.append(_second_holder(role, session))
         with _jumped(jump):
-            r = role.client.get_queue_receiver(SESSIONS, session_id=session, max_wait_time=5)
-            r.__enter__()
             started = time.time()
-            got = r.receive_messages(max_message_count=1)
+            got = held[-1].receive_messages(max_message_count=1)
         role.received(SESSIONS, got[0], started)
-        held.append(r)
         seqs.append(got[0].sequence_number)
     time.sleep(1.0)
     for r in reversed(held):
@@ -220,18 +241,15 @@ def _lock_twice(role: Any, logs: Path) -> None:
 def _session_twice(role: Any, logs: Path) -> None:
     """A session taken, then taken again by a second receiver with the clock past the first
     one's lock: two holders of one session."""
-    from soak_roles import epoch, send_session
-    from soak_topology import SESSION_LOCK, SESSIONS
+    from soak_roles import epoch
+    from soak_topology import SESSIONS
 
     from sbqueue.exceptions import ServiceBusError
 
     session = f"fault-{role.new_id()}"
-    send_session(role, session)
     held = []
-    for jump in (timedelta(0), SESSION_LOCK + timedelta(seconds=5)):
-        with _jumped(jump):
-            r = role.client.get_queue_receiver(SESSIONS, session_id=session, max_wait_time=5)
-            r.__enter__()
+    for r in (_first_holder(role, session), None):
+        r = r or _second_holder(role, session)
         lock = r.session.lock
         role.history.write("session_lock", entity=SESSIONS, session=session,
                            token=lock.token, until=epoch(lock.locked_until),

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sbqueue.engine.group import Group
+from sbqueue.engine.group import LINGER, Group
 
 
 def test_callers_waiting_during_a_commit_share_the_next_one() -> None:
@@ -77,3 +77,39 @@ def test_a_failed_commit_fails_each_of_its_callers_and_the_next_one_runs() -> No
     with pytest.raises(OSError, match="storage down"):
         group.submit(1)
     assert group.submit(2) == 2
+
+
+def test_callers_woken_together_keep_committing_together() -> None:
+    """Issue 45: four threads each receive, then complete, in a loop. The callers one
+    commit wakes arrive a moment apart; the first led alone, and four threads made about
+    as many commits as one. A leader whose last commit carried several callers now waits
+    a moment (``LINGER``) for as many: the threads stay in step, a commit carries two to
+    four (here ~70 commits of 240 calls, against ~176 without)."""
+    import random
+
+    receives: Group[int, int] = Group(lambda b: (time.sleep(0.003), b)[1], capacity=100)
+    completes: Group[int, int] = Group(lambda b: (time.sleep(0.002), b)[1], capacity=100)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for i in range(30):
+            receives.submit(i)
+            time.sleep(rng.uniform(0, 0.0005))  # the caller's own work between the two
+            completes.submit(i)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert receives.commits + completes.commits <= 2 * 30 * 4 / 2, (  # without: ~176
+        receives.commits, completes.commits)
+
+
+def test_a_caller_alone_does_not_wait() -> None:
+    """A caller whose group's commits carried one caller leads at once (no linger)."""
+    group: Group[int, int] = Group(lambda b: b, capacity=10)
+    started = time.monotonic()
+    for i in range(50):
+        assert group.submit(i) == i
+    assert time.monotonic() - started < 50 * LINGER / 2

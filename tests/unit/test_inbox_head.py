@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sbqueue.engine.receive.attempt import Cursor
-from sbqueue.engine.receive.head import WALK, bound, head_filter
+from sbqueue.engine.receive.head import WALK, bound, head_filter, may_follow
 
 # commit version -> partition -> files, each a list of distinct batch indexes
 Layout = dict[int, dict[int, list[list[int]]]]
@@ -95,3 +95,25 @@ def test_a_scattered_file_the_cursor_falls_inside_is_read_but_not_counted() -> N
     (version, index), held = bound([Cursor(0, 3, 10, 2, 1), Cursor(1, 2, 5, 0, 1)], 3, 5,
                                    _ranges(layout))  # type: ignore[misc]
     assert (version, index) == (3, 104) and held == {0, 1}
+
+
+@settings(max_examples=200, deadline=None)
+@given(_layouts())
+def test_a_file_is_decoded_when_it_may_hold_a_row_after_its_cursor(
+        case: tuple[Layout, list[Cursor], int]) -> None:
+    """Issue 45: a head walk decodes a file only where it may hold a row after its
+    partition's cursor. Every file holding one is taken (nothing after the cursors is
+    skipped); a file at its cursor's own commit whose rows all lie at or before the
+    cursor is not (each idle partition's last handed message, on every receive)."""
+    layout, cursors, _ = case
+    follows = may_follow(cursors, _ranges(layout))
+    places = {c.partition: (c.version, c.position) for c in cursors}
+    for version, parts in layout.items():
+        for partition, files in parts.items():
+            taken = follows({"partition_id": partition}, version)
+            after = [i for f in files for i in f if (version, i) > places[partition]]
+            if after:
+                assert taken, (version, partition, after)
+            elif files and any(files) and version == places[partition][0]:
+                assert not taken, (version, partition, files)
+    assert may_follow(cursors)({"partition_id": cursors[0].partition}, cursors[0].version)

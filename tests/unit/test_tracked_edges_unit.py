@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -20,7 +23,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_PROTOCOL, INBOX_SCHEMA
-from sbqueue.store import created, driver, tracked
+from sbqueue.store import checkpoints, created, driver, tracked
 from sbqueue.store.objects import LocalFiles
 
 PARTS = ["partition_id", "segment"]
@@ -44,8 +47,12 @@ def _rows(n: int, **values: Any) -> pa.Table:
 
 
 def _append(path: str, table: pa.Table | None = None) -> int | None:
-    return tracked.append_tracked(path, _rows(1) if table is None else table, PARTS, "t",
-                                  STATS)
+    """One driver append, and the checkpoint it may ask for written (a worker thread
+    writes it beside the caller)."""
+    version = tracked.append_tracked(path, _rows(1) if table is None else table, PARTS, "t",
+                                     STATS)
+    checkpoints.written()
+    return version
 
 
 def _log(path: str) -> Path:
@@ -259,3 +266,43 @@ def test_a_blind_append_delta_rs_refuses_says_so_at_once(tmp_path: Path) -> None
         driver.append(path, [{"p": 1, "x": 3}], "tag")
     assert time.monotonic() - started < 5 and not driver.commits_enabled(path)
     assert DeltaTable(path).version() == 1
+
+
+def test_the_checkpoint_is_written_beside_the_caller_and_waited_for(tmp_path: Path) -> None:
+    """Issue 45: the checkpoint a driver commit asks for is written by the process's
+    checkpoint thread, not the committing one; ``checkpoints.written`` waits for it."""
+    path = _inbox(tmp_path / "t", {"delta.checkpointInterval": "2"})
+    writers: list[str] = []
+    write = checkpoints.now
+
+    def spy(*args: Any) -> None:
+        writers.append(threading.current_thread().name)
+        write(*args)
+    checkpoints.now = spy  # type: ignore[assignment]
+    try:
+        for _ in range(4):
+            tracked.append_tracked(path, _rows(1), PARTS, "t", STATS)
+        checkpoints.written()
+    finally:
+        checkpoints.now = write  # type: ignore[assignment]
+    assert writers and all(w.startswith("sbqueue-checkpoint") for w in writers)
+    assert _versions(path, ".checkpoint.parquet")[-1] == 4
+
+
+def test_a_program_that_ends_after_its_commit_leaves_the_checkpoint(tmp_path: Path) -> None:
+    """The checkpoint thread is joined at interpreter exit: a short program (a cron job,
+    a script) whose last commit asked for a checkpoint still leaves it."""
+    path = _inbox(tmp_path / "t", {"delta.checkpointInterval": "3"})
+    program = (
+        "import sys, uuid, pyarrow as pa\n"
+        "from sbqueue.engine.schema import INBOX_PROPERTIES, INBOX_SCHEMA\n"
+        "from sbqueue.store import tracked\n"
+        "stats = INBOX_PROPERTIES['delta.dataSkippingStatsColumns'].split(',')\n"
+        "for _ in range(3):\n"
+        "    rows = [{'partition_id': 0, 'segment': 0, 'send_id': uuid.uuid4().hex,\n"
+        "             'batch_index': 0, 'body': b'x'}]\n"
+        "    table = pa.Table.from_pylist(rows, tracked.arrow_schema(INBOX_SCHEMA))\n"
+        "    tracked.append_tracked(sys.argv[1], table, ['partition_id', 'segment'], 't',\n"
+        "                           stats)\n")
+    subprocess.run([sys.executable, "-c", program, path], check=True, timeout=120)
+    assert _versions(path, ".checkpoint.parquet") == [3]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sbqueue.store import driver, warm
+from sbqueue.store import appended, driver, snapshot, warm
 from sbqueue.store.objects import arrow_files
 
 
@@ -131,10 +131,10 @@ def test_a_head_walk_is_the_change_feed_read(tmp_path: Path, monkeypatch: Any) -
     gives, for heads cut at every length (the walk stops at the commit that fills it)."""
     path = _inbox(tmp_path)
     for limit in (1, 4, 7, 100):
-        walked = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, limit)
+        walked = appended.appended(path, 0, 5, ["p", "seq"], keep, ORDER, limit)
         with monkeypatch.context() as m:
             m.setattr(warm, "BUDGET", 0)  # warm reads off: the change feed
-            fed = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, limit)
+            fed = appended.appended(path, 0, 5, ["p", "seq"], keep, ORDER, limit)
         assert walked is not None and fed is not None
         assert [(r["_commit_version"], r["batch_index"], r["seq"]) for r in walked] == [
             (r["_commit_version"], r["batch_index"], r["seq"]) for r in fed], limit
@@ -144,10 +144,10 @@ def test_a_head_walk_decodes_only_the_files_it_may_take(tmp_path: Path,
                                                        monkeypatch: Any) -> None:
     path = _inbox(tmp_path)
     decoded = _decoding(monkeypatch)
-    taken = driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100,
+    taken = appended.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100,
                             take=lambda values, version: values["p"] != 3)
     monkeypatch.setattr(warm, "BUDGET", 0)
-    assert taken == driver.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100)
+    assert taken == appended.appended(path, 0, 5, ["p", "seq"], keep, ORDER, 100)
     assert decoded and not any("p=3" in f for f in decoded)
 
 
@@ -162,9 +162,11 @@ def test_memory_held_stays_within_the_budget(tmp_path: Path, monkeypatch: Any) -
     assert warm._held[0] <= warm.BUDGET
 
 
-def test_a_pinned_table_not_rewritten_stays_warm(tmp_path: Path) -> None:
-    """A receive that commits nothing gives its pinned table back: the next read brings
-    it up to date incrementally instead of loading the table again."""
+def test_a_pinned_table_not_rewritten_stays_warm(tmp_path: Path, monkeypatch: Any) -> None:
+    """Where the snapshot does not follow a table, a receive that commits nothing gives its
+    delta-rs table back: the next read brings it up to date incrementally instead of
+    loading the table again."""
+    monkeypatch.setattr(snapshot, "current", lambda path: None)
     path = _table(tmp_path)
     pinned = driver.pin(path)
     assert pinned is not None
@@ -188,7 +190,107 @@ def test_reads_past_the_row_limit_stop_before_decoding(tmp_path: Path,
     ledger, inbox = _table(tmp_path), _inbox(tmp_path)
     decoded = _decoding(monkeypatch)
     monkeypatch.setattr(driver, "ROW_LIMIT", 3)
+    monkeypatch.setattr(appended, "ROW_LIMIT", 3)
     assert driver.scan(ledger, {"p": [3]}, None, lambda r: True) is None  # 5 rows
-    assert driver.appended(inbox, 0, 5, ["p", "seq"], keep, ORDER, 100) is None  # 20 rows
+    assert appended.appended(inbox, 0, 5, ["p", "seq"], keep, ORDER, 100) is None  # 20 rows
     assert decoded == []
     assert driver.scan(ledger, {"p": [1]}, ["seq"], lambda r: True) == [{"seq": 40}]
+
+
+@pytest.mark.parametrize("partitions", [{"p": [0, 1, 2, 3]}, {"p": ["1"]},
+                                        {"p": [0, 2], "lane": ["main"]}, {"lane": ["dlq"]}])
+def test_python_rows_are_delta_rs_own_read_made_once_per_file(
+        tmp_path: Path, partitions: dict[str, list[Any]]) -> None:
+    """Issue 45: a ledger partition's Python rows are made once per file (a receive reads
+    its partitions twice at one version) and are delta-rs's read of those partitions; a
+    partition value may be asked as the log writes it (text) or typed."""
+    path = _table(tmp_path)
+    table = DeltaTable(path)
+    adds = pa.table(table.get_add_actions(flatten=True))
+
+    def read() -> list[list[dict[str, Any]]]:
+        got = warm.partition_dicts(path, SCHEMA, ["p", "lane"], lambda: adds,
+                                   arrow_files(path), partitions, 1000, list)
+        assert got is not None
+        return got
+
+    first, second = read(), read()
+    filters = [(name, "in", [str(v) for v in values]) for name, values in partitions.items()]
+    expected = table.to_pyarrow_table(filters=filters).to_pylist()
+    assert _sorted([row for rows in first for row in rows]) == _sorted(expected)
+    assert [id(rows) for rows in first] == [id(rows) for rows in second]
+
+
+def test_a_row_changed_by_its_reader_is_not_changed_in_memory(tmp_path: Path) -> None:
+    """The rows kept per file are shared: ``Pinned.rows`` hands out copies, so a caller
+    that changes a row (a receive folding its writes into the rows it read) leaves the
+    next read as the table is."""
+    path = _table(tmp_path)
+    pinned = driver.pin(path)
+    assert pinned is not None
+    first = pinned.rows({"p": [2]}, None, lambda r: True)
+    assert first is not None and len(first) == 4
+    for row in first:
+        row["body"] = "changed"
+    again = pinned.rows({"p": [2]}, ["seq", "body"], lambda r: r["seq"] > 30)
+    pinned.release()
+    assert again == [{"seq": s, "body": f"b{s}"} for s in (31, 32, 33)]
+
+
+def test_too_many_rows_are_told_before_python_rows_are_made(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    adds = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    with pytest.raises(warm.TooMany):
+        warm.partition_dicts(path, SCHEMA, ["p", "lane"], lambda: adds, arrow_files(path),
+                             {"p": [3]}, 4, list)
+
+
+def test_a_message_this_process_sent_is_received_without_decoding_its_file(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 45: a send keeps the inbox file it committed decoded (as a rewrite keeps the
+    ledger files it wrote), so the receive that follows in the same process decodes no
+    file: before, each such receive read the new message's file from storage."""
+    from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.management import ServiceBusAdministrationClient
+
+    root = str(tmp_path / "ns")
+    ServiceBusAdministrationClient(root).create_queue("q", lock_duration="PT5M")
+    with ServiceBusClient(root) as client, client.get_queue_sender("q") as sender, \
+            client.get_queue_receiver("q", max_wait_time=5) as receiver:
+        sender.send_messages(ServiceBusMessage("warm up"))  # the tables' first reads
+        receiver.complete_message(receiver.receive_messages(1)[0])
+        decoded = _decoding(monkeypatch)
+        for n in range(3):
+            sender.send_messages(ServiceBusMessage(f"m{n}"))
+            got = receiver.receive_messages(1)
+            assert [str(m) for m in got] == [f"m{n}"]
+            receiver.complete_message(got[0])
+    assert decoded == []
+
+
+def test_threads_making_one_files_rows_count_them_once(tmp_path: Path) -> None:
+    """Two threads that find a file's Python rows missing both make them; the memory held
+    counts them once (counted twice, it drifted up for good and the budget shrank)."""
+    import threading
+
+    path = _table(tmp_path)
+    adds = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+    warm.partition_table(path, DeltaTable(path), arrow_files(path), {"p": [2]}, 1000)
+    before = warm._held[0]
+    barrier = threading.Barrier(4)
+
+    def make(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        barrier.wait(5)  # every thread has missed the cache before any keeps its rows
+        return rows
+
+    threads = [threading.Thread(target=lambda: warm.partition_dicts(
+        path, SCHEMA, ["p", "lane"], lambda: adds, arrow_files(path), {"p": [2]}, 1000,
+        make)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    kept = warm.partition_dicts(path, SCHEMA, ["p", "lane"], lambda: adds,
+                                arrow_files(path), {"p": [2]}, 1000, list)
+    assert kept is not None
+    assert warm._held[0] - before == sum(warm._dict_bytes(rows) for rows in kept)

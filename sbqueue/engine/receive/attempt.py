@@ -53,6 +53,7 @@ __all__ = [
     "pending_or_void",
     "slice_lanes",
     "slice_rule",
+    "slice_rule_at",
     "with_bodies",
     "with_unstored",
 ]
@@ -190,15 +191,20 @@ def slice_rule(a: Attempt, lane: str) -> Expr:
     the locked and returned messages and the scheduled ones now due (and a cancel's
     targets), in a dead-letter queue all but the deferred. One home: Spark compiles it
     (``ledger_slice``), a read on the driver evaluates it (``engine.receive.small``)."""
+    return slice_rule_at(a.ctx.now, lane, a.cancel)
+
+
+def slice_rule_at(now: datetime, lane: str, cancel: Sequence[int] = ()) -> Expr:
+    """``slice_rule`` of a receive at ``now`` cancelling ``cancel``."""
     row_type, in_lane = col("row_type"), col("lane")
     heads = ((row_type == "p") | (row_type == "t")) & (in_lane == Lane.MAIN)
     records = (row_type == RECORD) & (in_lane == lane)
     if lane == Lane.MAIN:
-        due = col("scheduled_enqueue_time_utc") <= lit(a.ctx.now)
+        due = col("scheduled_enqueue_time_utc") <= lit(now)
         wanted = (in_lane == Lane.MAIN) | ((in_lane == Lane.SCHEDULED) & due)
     else:
         wanted = (in_lane == lane) & (col("state") != "Deferred")
-    for seq in a.cancel:
+    for seq in cancel:
         wanted = wanted | (col("sequence_number") == seq)
     return heads | records | ((row_type == "m") & wanted)
 

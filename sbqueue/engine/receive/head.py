@@ -63,11 +63,11 @@ def read_head(inbox: Inbox, cursors: list[Cursor], versions: tuple[int, int], a:
         return inbox.appended_here(
             start - 1, end, wanted, lambda r: r["partition_id"] in partitions
             and owns(a.target, r["targets"]) and after(r),
-            ("_commit_version", "batch_index"), limit, where, may_follow(mine))
+            ("_commit_version", "batch_index"), limit, where, may_follow(mine, ranges))
 
     # a topic's files count every subscription's copies: read after the cursors only
-    where, bounded = head_filter(mine, end, limit,
-                                 inbox.commit_ranges if a.target is None else None)
+    ranges = inbox.commit_ranges if a.target is None else None
+    where, bounded = head_filter(mine, end, limit, ranges)
     here = read(where)
     if here is not None and bounded and len(here) < limit:  # the files told wrong
         here = read(head_filter(mine, end, limit, None)[0])
@@ -80,16 +80,26 @@ def read_head(inbox: Inbox, cursors: list[Cursor], versions: tuple[int, int], a:
     ).orderBy("_commit_version", "batch_index").limit(limit).collect()]
 
 
-def may_follow(cursors: Sequence[Cursor]) -> Callable[[Mapping[str, Any], int], bool]:
+def may_follow(cursors: Sequence[Cursor], ranges: Ranges | None = None
+               ) -> Callable[[Mapping[str, Any], int], bool]:
     """Whether an inbox file (its partition values, the version that added it) may hold a
-    row after ``cursors``: its partition has a cursor at or before that version. A head
-    read decodes no other file (the cursors of idle partitions stay behind, so the commits
-    it walks are mostly other partitions' rows it has passed)."""
-    since = {c.partition: c.version for c in cursors}
+    row after ``cursors``: its partition has a cursor before that version, or at it with
+    a row of that commit's partition past the cursor's batch index (by ``ranges``, the
+    commit's files per partition; without them, any file at the cursor's version). A head
+    read decodes no other file: the cursors of idle partitions stay behind, so the commits
+    it walks are mostly rows it has passed, and each idle partition's cursor sits on the
+    file of the last message it handed out."""
+    since = {c.partition: (c.version, c.position) for c in cursors}
 
     def follows(values: Mapping[str, Any], version: int) -> bool:
-        place = since.get(int(values["partition_id"]))
-        return place is not None and version >= place
+        partition = int(values["partition_id"])
+        place = since.get(partition)
+        if place is None or version < place[0]:
+            return False
+        files = None if version > place[0] or ranges is None else ranges(version)
+        if files is None or partition not in files:
+            return True
+        return any(high > place[1] for _, high, _ in files[partition])
     return follows
 
 

@@ -25,49 +25,44 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import functions as F
-
 from sbqueue.core.clock import utcnow
-from sbqueue.core.expr import col, lit
+from sbqueue.core.expr import Row
 from sbqueue.core.picking import pick
 from sbqueue.core.sequence import counter_of, cursor_key, sequence_of
 from sbqueue.core.transitions import (
+    DELIVERABLE,
     RECORD_AT,
     Lane,
     cancel_valid,
     completed_by_record,
-    deliverable,
-    receive_outcome,
+    receive_rules,
 )
-from sbqueue.engine.columns import to_column, to_sql
+from sbqueue.engine.columns import to_sql
 from sbqueue.engine.inbox import Inbox
 from sbqueue.engine.ledger import Ledger
 from sbqueue.engine.receive.attempt import (
     MAX_INDEX,
-    SLICE_COLUMNS,
     WINDOW_VERSIONS,
     Attempt,
     Cursor,
     LapsedRanges,
     ReceiveResult,
-    as_aware,
     cursor_expect,
     cursors_of,
     merge_scope,
     pending_or_void,
-    slice_lanes,
-    slice_rule,
     span_of,
 )
 from sbqueue.engine.receive.dedupe_here import without_duplicates_here
 from sbqueue.engine.receive.handed import MESSAGE_COLUMNS, handed_frame, messages_here
 from sbqueue.engine.receive.head import read_head
+from sbqueue.engine.receive.ledger_slice import ledger_rows
 from sbqueue.engine.receive.on_spark import receive_once
-from sbqueue.engine.records import Record, no_record_guard, old_record_deletes, record_rows
+from sbqueue.engine.records import Record, no_record_guard, record_rows, settled_record_deletes
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
     LEDGER_KEYS,
@@ -78,7 +73,12 @@ from sbqueue.engine.schema import (
 )
 from sbqueue.store.driver import Pinned
 from sbqueue.store.guarded import DELETE_IF, EXPECT_COLUMN, OP_COLUMN, apply_guarded
-from sbqueue.store.thresholds import HEAD_ROWS, MARKS_READ, SESSION_HEAD, SMALL_PASS, SMALL_RECEIVE
+from sbqueue.store.thresholds import (
+    HEAD_ROWS,
+    SESSION_HEAD,
+    SMALL_PASS,
+    SMALL_RECEIVE,
+)
 
 __all__ = ["SMALL_RECEIVE", "NotCancellable", "available_here", "cancel", "cursor_row",
            "receive", "small_receive"]
@@ -146,17 +146,19 @@ def _decided(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, lapsed_first: 
         raise LapsedRanges()
     cursors, candidates, found = read.cursors, read.candidates, read.found
     complete_head, end = read.complete_head, read.end
-    pick(candidates, deliverable(a.ctx), a.share, a.total, len(a.partitions),
+    outcome = receive_rules(a.ctx)
+    pick(candidates, outcome.pop(DELIVERABLE), a.share, a.total, len(a.partitions),
          random.randrange(1 << 16), dict(a.pass_to), frozenset(a.sessions))
-    changes = [_decide(row, a) for row in candidates]
+    changes = [_decide(row, outcome) for row in candidates]
     if not complete_head and sum(1 for c in changes if c["_handed"]) < a.total:
         return None  # a cut head may hide deliverable rows of other partitions
     if a.cancel and not _cancelled(changes, a):
         return None  # a target not read or not passed: the two-step cancel decides
     writes = [c for c in changes if c[OP_COLUMN] is not None]
-    writes += _guard_rows(changes) + old_record_deletes(found, lane, a.ctx.now)
-    writes += _folds(found, {(int(c["partition_id"]), int(c["sequence_number"]))
-                             for c in changes if c["origin"] == "ledger"}, lane)
+    rows_read = {(int(c["partition_id"]), int(c["sequence_number"]))
+                 for c in changes if c["origin"] == "ledger"}
+    writes += _guard_rows(changes) + settled_record_deletes(found, rows_read, lane, a.ctx.now)
+    writes += _folds(found, rows_read, lane)
     if lane == Lane.MAIN:
         writes += _cursor_moves(changes, cursors, end, a, complete_head)
     return _commit(ledger, inbox, a, changes, writes, complete_head, pinned)
@@ -182,7 +184,7 @@ def _read(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, pinned: Pinned | 
     """The reads of a receive decided on the driver (``head``: inbox rows to read at
     least); None when the ledger holds more available rows than a small receive reads."""
     limit = max(a.total + HEAD_ROWS, SESSION_HEAD if a.sessions else 0, head)
-    slice_rows = _ledger_rows(ledger, a, lane, limit + len(a.cancel), pinned)
+    slice_rows = ledger_rows(ledger, a, lane, limit + len(a.cancel), pinned)
     if slice_rows is None:
         return None
     cursors = cursors_of(slice_rows, a.partitions)
@@ -221,9 +223,9 @@ def available_here(ledger: Ledger, inbox: Inbox, a: Attempt) -> list[dict[str, A
     read = _read(ledger, inbox, a, Lane.MAIN, None, head=SESSION_HEAD, bodies=False)
     if read is None:
         return None
-    ok = deliverable(a.ctx)
+    ok = receive_rules(a.ctx)[DELIVERABLE]
     rows = [c for c in read.candidates
-            if not c["_pending"] and not c["_void"] and ok.evaluate(c) is True]
+            if not c["_pending"] and not c["_void"] and ok(c) is True]
     return rows if rows or read.complete_head else None
 
 
@@ -254,34 +256,6 @@ def _cancelled(changes: list[dict[str, Any]], a: Attempt) -> bool:
     if refused:
         raise NotCancellable(refused)
     return True
-
-
-def _ledger_rows(ledger: Ledger, a: Attempt, lane: str, limit: int,
-                 pinned: Pinned | None = None) -> list[dict[str, Any]] | None:
-    """The ledger rows a small receive decides on (``slice_rule``), in one read: the
-    cursors, commit markers and completion records first, then the first ``limit`` message
-    rows not locked, by sequence number. None when there are more of either than it reads.
-    Locked rows are not read: they cannot change, except by a record, which folds them
-    without a read (``_folds``). Read on the driver where the ledger is local (no Spark
-    job), else one top-k job. Range locks run out are read too: one read, not two."""
-    lapsed = ((col("row_type") == WINDOW) & (col("lane") == Lane.MAIN)
-              & (col("locked_until_utc") <= lit(a.ctx.now)) & lit(lane == Lane.MAIN))
-    rule = (slice_rule(a, lane) | lapsed) & (
-        (col("row_type") != "m") | col("locked_until_utc").is_null()
-        | (col("locked_until_utc") <= lit(a.ctx.now)))
-    cap = MARKS_READ + limit + 1
-    where = {"partition_id": a.partitions, "lane": slice_lanes(lane)}
-    here = (pinned.rows(where, SLICE_COLUMNS, lambda row: rule.evaluate(row) is True)
-            if pinned is not None else
-            ledger.scan_here(where, SLICE_COLUMNS, lambda row: rule.evaluate(row) is True))
-    if here is not None:
-        out = sorted(here, key=lambda r: (r["row_type"] == "m", r["sequence_number"]))[:cap]
-    else:
-        out = [as_aware(r) for r in ledger.rows(F.col("partition_id").isin(a.partitions))
-               .where(to_column(rule)).select(*SLICE_COLUMNS)
-               .orderBy(F.col("row_type") == "m", "sequence_number").limit(cap).collect()]
-    messages = sum(1 for r in out if r["row_type"] == "m")
-    return None if len(out) == cap or messages > limit else out
 
 
 def _folds(found: list[Record], read: set[tuple[int, int]], lane: str) -> list[dict[str, Any]]:
@@ -345,12 +319,12 @@ def _inbox_candidates(head: list[dict[str, Any]], cursors: list[Cursor],
     return out
 
 
-def _decide(row: dict[str, Any], a: Attempt) -> dict[str, Any]:
-    """The row after ``receive_outcome``, with what was read kept alongside."""
+def _decide(row: dict[str, Any], outcome: Mapping[str, Callable[[Row], Any]]
+            ) -> dict[str, Any]:
+    """The row after ``receive_outcome`` (compiled), with what was read kept alongside."""
     row.update({"_new_token": str(uuid.uuid4()), "_old_lane": row["lane"],
                 "_old_token": row["lock_token"], "_read_version": row["row_version"]})
-    outcome = {name: expr.evaluate(row) for name, expr in receive_outcome(a.ctx).items()}
-    decided = {**row, **outcome}
+    decided = {**row, **{name: rule(row) for name, rule in outcome.items()}}
     decided[EXPECT_COLUMN] = row["_read_version"] if row["origin"] == "ledger" else None
     return decided
 
