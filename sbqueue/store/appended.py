@@ -79,7 +79,7 @@ def _walked(path: str, versions: tuple[int, int], wanted: list[str], keep: Keep,
     feed is read instead)."""
     if tuple(order) != _IN_COMMIT_ORDER:
         return None
-    schema = _readable_schema(path)
+    schema = _readable_schema(path, versions[1])
     if schema is None:
         return None
     files, found, seen = native_files(path), list[Row](), 0
@@ -97,10 +97,12 @@ def _walked(path: str, versions: tuple[int, int], wanted: list[str], keep: Keep,
     return found[:limit]
 
 
-def _readable_schema(path: str) -> pa.Schema | None:
+def _readable_schema(path: str, up_to_version: int) -> pa.Schema | None:
     """The table's schema where ``store.warm`` reads its files (else None): from this
-    process's snapshot, or delta-rs's table where the snapshot does not follow it."""
-    snap = snapshot.current(path)
+    process's snapshot (as held, without a look, where it holds ``up_to_version``: a
+    change of schema up to it would have made the snapshot load the table again), or
+    delta-rs's table where the snapshot does not follow it."""
+    snap = snapshot.held(path, up_to_version) or snapshot.current(path)
     if snap is not None:
         return snap.schema if warm.BUDGET > 0 else None
     table = latest(path)

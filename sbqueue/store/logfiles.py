@@ -9,13 +9,30 @@ Checksum files follow the same rule (the protocol forbids overwriting one).
 from __future__ import annotations
 
 import json
+import re
+import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 from sbqueue.store.objects import Files, files_at
 
-__all__ = ["commit_actions", "commit_name", "commit_versions", "first_commit_since",
-           "has_commit", "log_files", "publish"]
+__all__ = ["TRUSTED_S", "changes_table", "commit_actions", "commit_name", "commit_versions",
+           "first_commit_since", "has_commit", "log_files", "next_commit", "publish",
+           "saw_latest", "trusted"]
+
+# On an object store every look at the log is a paid request (issue 44 point 6). A version
+# this process saw as a table's latest (its next commit file absent, or written by this
+# process) is taken, for this long after, to be still in the log and to need no look of
+# its own: log cleanup removes only commit files older than the table's log retention
+# (30 days on sbqueue's tables; a table whose retention is under ``_MIN_RETENTION_S`` is
+# never trusted), and every commit after a version seen latest was written after that
+# look, so none of them is gone either. Entity tables are never made again at a path (an
+# entity's tables live under its id), so a trusted version's file is not looked at for a
+# table made anew either. On a local folder a look is a ``stat``: always looked.
+TRUSTED_S = 60.0
+_MIN_RETENTION_S = 3600.0
+_seen: dict[str, tuple[int, float]] = {}  # by log folder: (version seen latest, when)
 
 
 def log_files(path: str) -> Files:
@@ -43,9 +60,54 @@ def has_commit(log: Files, version: int) -> bool:
     return log.exists(commit_name(version))
 
 
-def publish(log: Files, version: int, body: str) -> bool:
-    """Write commit ``version`` if no one has; False if another writer took it."""
+def publish(log: Files, version: int, body: str) -> str | None:
+    """Write commit ``version`` if no one has: its file's identity (``Files.identity``);
+    None if another writer took it."""
     return log.put_if_absent(commit_name(version), body.encode("utf-8"))
+
+
+def changes_table(actions: list[dict[str, Any]]) -> bool:
+    """Whether a commit's actions change the table's protocol or metadata."""
+    return any("protocol" in a or "metaData" in a for a in actions)
+
+
+def next_commit(log: Files, version: int) -> list[dict[str, Any]] | None:
+    """The actions of commit ``version``, or None where it is not (yet) in the log: one
+    read, where ``has_commit`` then ``commit_actions`` made two requests on S3."""
+    try:
+        return commit_actions(log, version)
+    except FileNotFoundError as exc:
+        if "NoSuchBucket" in str(exc):
+            raise
+        return None
+
+
+def saw_latest(log: Files, version: int, config: Mapping[str, str] | None) -> None:
+    """Note that ``version`` was the table's latest just now (see ``TRUSTED_S``); ``config``:
+    the table's properties (its log retention), None where unknown (nothing is noted)."""
+    if not log.remote or config is None or _retention_s(config) < _MIN_RETENTION_S:
+        return
+    kept = _seen.get(log.where)
+    if kept is None or kept[0] <= version:
+        _seen[log.where] = (version, time.monotonic())
+
+
+def trusted(log: Files, version: int) -> bool:
+    """Whether ``version`` was seen as the table's latest within ``TRUSTED_S``: it is in
+    the log, and its next commit is the one to look for (no look at it needed)."""
+    kept = _seen.get(log.where)
+    return kept is not None and kept[0] == version and time.monotonic() - kept[1] < TRUSTED_S
+
+
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def _retention_s(config: Mapping[str, str]) -> float:
+    """The table's ``delta.logRetentionDuration`` in seconds (Delta's 30 days where unset;
+    0 where it does not parse: nothing is trusted)."""
+    text = config.get("delta.logRetentionDuration", "interval 30 days").strip().lower()
+    found = re.fullmatch(r"(?:interval\s+)?(\d+)\s*(second|minute|hour|day|week)s?", text)
+    return float(found.group(1)) * _UNITS[found.group(2)] if found else 0.0
 
 
 def commit_actions(log: Files, version: int) -> list[dict[str, Any]]:

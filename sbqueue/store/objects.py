@@ -36,10 +36,12 @@ class Files(Protocol):
     """The files under one folder, by name relative to it (``a/b.json``)."""
 
     where: str  # the folder, for messages and as a key of per-table state
+    remote: bool  # each look is a request to a store (an object store), not a ``stat``
 
     def read(self, name: str) -> bytes: ...  # FileNotFoundError where there is none
     def exists(self, name: str) -> bool: ...
-    def put_if_absent(self, name: str, data: bytes) -> bool: ...  # False: one was there
+    # The new file's identity (``identity``); None: one was there.
+    def put_if_absent(self, name: str, data: bytes) -> str | None: ...
     def put(self, name: str, data: bytes) -> None: ...
     def names(self) -> list[str]: ...  # the files directly in the folder
     def delete(self, name: str) -> None: ...  # no error where there is none
@@ -52,6 +54,8 @@ class Files(Protocol):
 class LocalFiles:
     """A folder of this machine."""
 
+    remote = False
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.where = str(folder)
@@ -62,7 +66,7 @@ class LocalFiles:
     def exists(self, name: str) -> bool:
         return (self.folder / name).exists()
 
-    def put_if_absent(self, name: str, data: bytes) -> bool:
+    def put_if_absent(self, name: str, data: bytes) -> str | None:
         """``link(2)`` of a fully written temporary file: a reader never sees half a file,
         and of two writers exactly one creates it."""
         target = self.folder / name  # no folder made: a table deleted meanwhile stays gone
@@ -70,9 +74,9 @@ class LocalFiles:
         try:
             temp.write_bytes(data)
             os.link(temp, target)
-            return True
+            return str(os.stat(temp).st_ino)  # the link's: one inode
         except FileExistsError:
-            return False
+            return None
         finally:
             with contextlib.suppress(OSError):
                 temp.unlink(missing_ok=True)
@@ -111,6 +115,8 @@ class LocalFiles:
 class ObjectFiles:
     """A prefix of an S3 bucket (obstore): put-if-absent by a conditional write."""
 
+    remote = True
+
     def __init__(self, store: Any, prefix: str, where: str) -> None:
         self.store, self.prefix, self.where = store, prefix.strip("/"), where.rstrip("/")
 
@@ -125,20 +131,20 @@ class ObjectFiles:
     def exists(self, name: str) -> bool:
         return self.identity(name) is not None
 
-    def put_if_absent(self, name: str, data: bytes) -> bool:
+    def put_if_absent(self, name: str, data: bytes) -> str | None:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
-            obstore.put(self.store, self.key(name), data, mode="create")
-            return True
+            made = obstore.put(self.store, self.key(name), data, mode="create")
+            return str(made.get("e_tag") or self.identity(name))  # as a HEAD tells it
         except (AlreadyExistsError, PreconditionError):
             # A retried request whose first try landed is refused too: ours, if it holds
             # our bytes (a commit carries its own transaction id).
             try:
-                return self.read(name) == data
+                return self.identity(name) if self.read(name) == data else None
             except FileNotFoundError:
-                return False
+                return None
 
     def put(self, name: str, data: bytes) -> None:
         import obstore

@@ -37,7 +37,7 @@ import pyarrow as pa
 from sbqueue.store import deadline, warm
 from sbqueue.store.created import ENGINE
 from sbqueue.store.data_files import check_nulls, split, write_file
-from sbqueue.store.logfiles import commit_actions, has_commit, publish
+from sbqueue.store.logfiles import commit_actions, has_commit, publish, trusted
 from sbqueue.store.objects import Files, files_at
 from sbqueue.store.table_state import (
     Refused,
@@ -203,14 +203,16 @@ def _publish(path: str, root: Files, state: TableState, version: int, body: str,
              touches: Touches) -> int | None:
     """Publish ``body`` as the first version after ``version`` whose commits since do not
     ``touch`` what it read; None (nothing committed) where one does, or where ``version``
-    is no longer in the log."""
+    is no longer in the log (not looked at where it was seen latest lately,
+    ``logfiles.trusted``: then it is there)."""
     log_dir = root.child("_delta_log")
-    if not has_commit(log_dir, version):  # cleaned up: a put after it could land unread,
-        return None                       # and what was read may be stale: read again
-    for _ in range(_RETRIES):
+    if not trusted(log_dir, version) and not has_commit(log_dir, version):
+        return None  # cleaned up: a put after it could land unread, and what was read may
+    for _ in range(_RETRIES):  # be stale: read again
         deadline.check()
-        if publish(log_dir, version + 1, body):
-            committed(path, log_dir, state, version + 1)  # never raises
+        made = publish(log_dir, version + 1, body)
+        if made is not None:
+            committed(path, log_dir, state, version + 1, made, body)  # never raises
             return version + 1
         latest = probe(log_dir, version)
         for between in range(version + 1, latest + 1):

@@ -33,11 +33,17 @@ import pyarrow as pa
 
 from sbqueue.location import driver_uri
 from sbqueue.store import warm
-from sbqueue.store.logfiles import commit_actions, has_commit, log_files
+from sbqueue.store.logfiles import (
+    changes_table,
+    has_commit,
+    log_files,
+    next_commit,
+    saw_latest,
+    trusted,
+)
 from sbqueue.store.objects import storage_options
-from sbqueue.store.table_state import changes_table
 
-__all__ = ["Live", "Snapshot", "current"]
+__all__ = ["Live", "Snapshot", "advanced", "current", "held", "held_version"]
 
 _FRESH = 600.0  # seconds a snapshot is brought forward before it is loaded again
 _PARTITION_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
@@ -64,6 +70,7 @@ class Snapshot:
     partition_by: tuple[str, ...]
     files: Mapping[str, Live]
     loaded: float = field(default_factory=time.monotonic, compare=False)
+    config: Mapping[str, str] | None = field(default=None, compare=False)  # its properties
 
     @functools.cached_property
     def adds(self) -> pa.Table:
@@ -111,22 +118,52 @@ def current(path: str) -> Snapshot | None:
     return newer
 
 
+def held(path: str, at_least: int) -> Snapshot | None:
+    """The snapshot of ``path`` this process holds, where it is at ``at_least`` or later
+    (no look at the store); else None."""
+    with _lock:
+        kept = _kept.get(path)
+    return kept if kept is not None and kept.version >= at_least else None
+
+
+def held_version(path: str) -> int | None:
+    """The version of the table at ``path`` this process holds (no look at the store)."""
+    with _lock:
+        kept = _kept.get(path)
+    return None if kept is None else kept.version
+
+
+def advanced(path: str, version: int, actions: list[dict[str, Any]]) -> None:
+    """After this process committed ``actions`` as ``version``: the kept snapshot, where it
+    stood just before, moves to it in memory, so the next read looks only for the commit
+    after it (not read back: on S3 a request, a GET of a file this process wrote)."""
+    with _lock:
+        kept = _kept.get(path)
+        if kept is None or kept.version != version - 1 or changes_table(actions):
+            return
+        files = dict(kept.files)
+        _apply(actions, kept.partition_by, files)
+        _kept[path] = replace(kept, version=version, files=files)
+
+
 def _forward(known: Snapshot) -> Snapshot | None:
-    """``known`` brought forward by the commits made since, read one by one; None where
-    one changed protocol or metadata, or where its own commit is gone (a log cleanup
-    removed the commits after it too): the caller loads the table again."""
+    """``known`` brought forward by the commits made since, read one by one (a read of
+    the next commit file that is not there ends it); None where one changed protocol or
+    metadata, or where its own commit is gone (a log cleanup removed the commits after it
+    too; not looked at where the version was seen latest lately, ``logfiles.trusted``):
+    the caller loads the table again."""
     log = log_files(known.root)
     version, files = known.version, None
-    while has_commit(log, version + 1):
-        actions = commit_actions(log, version + 1)
+    while (actions := next_commit(log, version + 1)) is not None:
         if changes_table(actions):
             return None
         files = dict(known.files) if files is None else files
         _apply(actions, known.partition_by, files)
         version += 1
-    if files is None:  # nothing new, unless the log was cleaned up past this version
-        return known if has_commit(log, known.version) else None
-    return replace(known, version=version, files=files)
+    if files is None and not trusted(log, version) and not has_commit(log, version):
+        return None  # nothing new, and the log was cleaned up past this version
+    saw_latest(log, version, known.config)
+    return known if files is None else replace(known, version=version, files=files)
 
 
 def _apply(actions: list[dict[str, Any]], names: tuple[str, ...],
@@ -164,4 +201,6 @@ def _load(path: str) -> Snapshot | None:
         raw = tuple((n, None if value[f"partition.{n}"] is None else
                      str(value[f"partition.{n}"])) for n in names)
         files[path_] = Live(path_, raw, int(size), rows)
-    return Snapshot(path, table.version(), schema, names, files)
+    config = dict(table.metadata().configuration)
+    saw_latest(log_files(path), table.version(), config)
+    return Snapshot(path, table.version(), schema, names, files, config=config)

@@ -12,6 +12,7 @@ the table's interval, then the expired log files removed.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -20,9 +21,16 @@ from typing import Any
 import pyarrow as pa
 
 from sbqueue.location import driver_uri
-from sbqueue.store import checkpoints
+from sbqueue.store import checkpoints, snapshot
 from sbqueue.store.checkpoints import CHECKPOINT_EVERY
-from sbqueue.store.logfiles import commit_actions, commit_name, has_commit
+from sbqueue.store.logfiles import (
+    changes_table,
+    commit_name,
+    has_commit,
+    next_commit,
+    saw_latest,
+    trusted,
+)
 from sbqueue.store.objects import Files, storage_options
 
 __all__ = ["CHECKPOINT_EVERY", "Refused", "TableState", "Unsupported", "changes_table",
@@ -66,20 +74,27 @@ class TableState:
     schema: pa.Schema
     config: Mapping[str, str]
     partition_by: tuple[str, ...] = ()
+    high_water: int | None = None  # the row-id high-water mark at ``version``, where known
 
 
 def table_state(path: str, log: Files) -> TableState:
     """The table's state at its latest version: this process's kept state brought forward
     by the commits made since (read one by one, no listing), loaded again with delta-rs
-    where one of them changed protocol or metadata, or where none is kept."""
+    where one of them changed protocol or metadata, or where none is kept. A kept version
+    seen latest lately (``logfiles.trusted``: on an object store) is used without a look:
+    the commit that follows it is put only where none is, and a writer that loses that
+    race reads the commits it lost to (``store.rewrite._publish``)."""
     known = _states.get(log.where)
+    if known is not None and trusted(log, known.version):
+        return known
     if known is None or log.identity(commit_name(known.version)) != known.identity:
         return _load(path, log)
     version = known.version
-    while has_commit(log, version + 1):
+    while (actions := next_commit(log, version + 1)) is not None:
         version += 1
-        if changes_table(commit_actions(log, version)):
+        if changes_table(actions):
             return _load(path, log)
+    saw_latest(log, version, known.config)
     return known if version == known.version else remember(log, known, version)
 
 
@@ -97,23 +112,33 @@ def _load(path: str, log: Files) -> TableState:
                        dict(table.metadata().configuration),
                        tuple(table.metadata().partition_columns))
     _states[log.where] = state
+    saw_latest(log, version, state.config)
     return state
 
 
-def committed(path: str, log: Files, state: TableState, version: int) -> None:
-    """After this process committed ``version`` over ``state``: keep the state as of it and
-    checkpoint where the interval says. Never raises: the commit stands, and a caller told
-    otherwise would write it again."""
+def committed(path: str, log: Files, state: TableState, version: int, identity: str,
+              body: str, high_water: int | None = None) -> None:
+    """After this process committed ``body`` as ``version`` over ``state`` (its file's
+    ``identity`` as the put returned it): keep the state as of it (with the row-id
+    ``high_water`` mark it set, where it set one), move the kept snapshot to it, and
+    checkpoint where the interval says. Never raises: the commit stands, and a caller
+    told otherwise would write it again."""
     try:
-        remember(log, state, version)
+        remember(log, state, version, identity, high_water)
+        saw_latest(log, version, state.config)
+        snapshot.advanced(path, version, [json.loads(line) for line in body.splitlines()
+                                          if line.strip()])
     except Exception as exc:
         logger.debug("state of %s not kept after %s: %r", path, version, exc)
     checkpoints.later(path, log, version, state.config)  # never raises either
 
 
-def remember(log: Files, state: TableState, version: int) -> TableState:
-    """``state`` as of ``version`` (no protocol or metadata change up to it), kept."""
-    newer = replace(state, version=version, identity=log.identity(commit_name(version)))
+def remember(log: Files, state: TableState, version: int, identity: str | None = None,
+             high_water: int | None = None) -> TableState:
+    """``state`` as of ``version`` (no protocol or metadata change up to it), kept;
+    ``identity``: of that version's commit file, where the caller knows it."""
+    newer = replace(state, version=version, high_water=high_water,
+                    identity=identity or log.identity(commit_name(version)))
     kept = _states.get(log.where)
     if kept is None or kept.version <= version:
         _states[log.where] = newer
@@ -125,10 +150,6 @@ def probe(log: Files, version: int) -> int:
     while has_commit(log, version + 1):
         version += 1
     return version
-
-
-def changes_table(actions: list[dict[str, Any]]) -> bool:
-    return any("protocol" in a or "metaData" in a for a in actions)
 
 
 def refusal(state: TableState, schema: pa.Schema, rewrite: bool = False) -> str | None:

@@ -101,23 +101,39 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
     version = state.version if seen is None else min(seen.version(), state.version)
     parts = split(table, partition_by)
     files = [write_file(root, part, partition_by, stats_columns) for part in parts]
+    # The mark as of ``version``, where this process knows it (its own last commit, or the
+    # commits it lost to): else read from the log (on S3: a hint, a listing, a commit).
+    known = state.high_water if version == state.version else None
     for _ in range(_RETRIES):
-        high = _high_water_mark(log, version)
-        body = _commit(files, version + 1, high, tag, once)
+        high = _high_water_mark(log, version) if known is None else known
+        body, mark = _commit(files, version + 1, high, tag, once)
         deadline.check()
-        if publish(log, version + 1, body):
-            committed(path, log, state, version + 1)  # never raises (a retry would send twice)
+        made = publish(log, version + 1, body)
+        if made is not None:  # never raises (a retry would send twice):
+            committed(path, log, state, version + 1, made, body, mark)
             warm.keep(path, state.schema, [(f["path"], part) for f, part in zip(
                 files, parts, strict=True)])  # the receive that follows decodes nothing
             return version + 1
         latest = probe(log, version)
+        known = None
         for between in range(version + 1, latest + 1):  # every commit we lost to
             actions = commit_actions(log, between)
             _check_unchanged(log, between, actions)
             if once is not None and any(_carries(a.get("txn"), once) for a in actions):
                 return None  # the same batch, committed by someone else
+            known = _mark_in(actions, known)
         version = latest
     raise Unsupported(f"{path}: no version won in {_RETRIES} tries")
+
+
+def _mark_in(actions: list[dict[str, Any]], before: int | None) -> int | None:
+    """The row-id high-water mark a commit's ``actions`` set, else ``before`` (the mark
+    as of the commit before it, None where unknown)."""
+    for action in actions:
+        domain = action.get("domainMetadata")
+        if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
+            return int(json.loads(domain["configuration"])["rowIdHighWaterMark"])
+    return before
 
 
 def _untracked(state: TableState) -> str | None:
@@ -167,10 +183,9 @@ def _high_water_mark(log: Files, version: int) -> int:
     for v in range(version, floor, -1):
         if not has_commit(log, v):
             raise Unsupported(f"{log.where}: commit {v} is not in the log")
-        for action in commit_actions(log, v):
-            domain = action.get("domainMetadata")
-            if domain and domain.get("domain") == _DOMAIN and not domain.get("removed"):
-                return int(json.loads(domain["configuration"])["rowIdHighWaterMark"])
+        mark = _mark_in(commit_actions(log, v), None)
+        if mark is not None:
+            return mark
     if floor < 0:
         return -1
     return _checkpoint_mark(log, floor, parts)
@@ -215,7 +230,7 @@ def _carries(txn: dict[str, Any] | None, once: tuple[str, int]) -> bool:
 
 
 def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
-            once: tuple[str, int] | None = None) -> str:
+            once: tuple[str, int] | None = None) -> tuple[str, int]:
     lines: list[dict[str, Any]] = [{"commitInfo": {
         "timestamp": int(time.time() * 1000), "operation": "WRITE",
         "operationParameters": {"mode": "Append", "partitionBy": "[]"},
@@ -235,4 +250,5 @@ def _commit(files: list[dict[str, Any]], version: int, high: int, tag: str,
     lines.append({"domainMetadata": {"domain": _DOMAIN, "configuration": json.dumps(
         {"rowIdHighWaterMark": high, "domainName": _DOMAIN}, separators=(",", ":")),
         "removed": False}})
-    return "\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n"
+    body = "\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n"
+    return body, high  # the commit, and the mark it sets

@@ -18,6 +18,7 @@ from sbqueue.location import is_local
 from sbqueue.store.driver import enabled, latest, or_none
 from sbqueue.store.logfiles import has_commit, log_files
 from sbqueue.store.objects import Files
+from sbqueue.store.snapshot import held_version
 
 __all__ = ["Watch"]
 
@@ -42,18 +43,27 @@ class Watch:
         return Watch(paths) if all(enabled(p) for p in paths) else None
 
     def mark(self) -> bool:
-        """Bring the versions seen up to each table's latest; whether any moved (True the
-        first time). The first mark reads each table's latest version (its log); later ones
-        look only for the commits after what was seen."""
-        if self.seen is None:
-            found = [or_none(functools.partial(_latest, p)) for p in self.paths]
-            self.seen = [-1 if v is None else v for v in found]
-            return True
-        moved = False
-        for k, log in enumerate(self.logs):
-            while _has(log, self.seen[k] + 1):
-                self.seen[k] += 1
-                moved = True
+        """Bring the versions seen up to what this process holds of each table (before a
+        look: what the look will read is that or newer, so a commit after it is not
+        missed); whether any moved (True the first time). No look at the store where the
+        process holds the table (``store.snapshot``): a receive that finds messages makes
+        no request for its watch. A table not held: its latest version read the first
+        time (its log), then the commits after it looked for."""
+        first = self.seen is None
+        seen = self.seen if self.seen is not None else [-1] * len(self.paths)
+        moved = first
+        for k, (path, log) in enumerate(zip(self.paths, self.logs, strict=True)):
+            held = held_version(path)
+            if held is None and first:
+                found = or_none(functools.partial(_latest, path))
+                held = -1 if found is None else found
+            elif held is None:
+                held = seen[k]
+                while _has(log, held + 1):
+                    held += 1
+            if held > seen[k]:
+                seen[k], moved = held, True
+        self.seen = seen
         return moved
 
     def moved(self) -> bool:
