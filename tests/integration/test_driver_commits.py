@@ -191,10 +191,12 @@ def test_s6_3_s8_2_deferred_messages_fetched_by_number_on_either_executor(
 @pytest.mark.local_executor
 def test_s6_1_a_receive_rewrites_only_the_partitions_it_changes(
         tmp_path: Any) -> None:
-    """A completion record is folded by the receives of the next minute; once its message
-    row is gone the fold changes nothing, and its partition is not rewritten (decision
-    044): a receive's commit adds files in the partition of the message it locks and of
-    the message completed just before (whose row that fold removes), no other."""
+    """A receive's commit adds files only in the partition of the message it locks: the
+    completion records of the messages completed just before, in other partitions, wait
+    for a receive that writes there anyway or for ``FOLD_AT`` / ``FOLD_AGE`` (decision
+    050), and a fold that would change nothing rewrites nothing (decision 044). Before,
+    each receive in a loop wrote a second file, for the partition of the message
+    completed before it."""
     import glob
     import json
 
@@ -215,24 +217,33 @@ def test_s6_1_a_receive_rewrites_only_the_partitions_it_changes(
     with open(log) as f:
         adds = [json.loads(line)["add"] for line in f if '"add"' in line]
     touched = {int(a["partitionValues"]["partition_id"]) for a in adds}
-    # the message locked, and the last one completed (its row folded away by this commit)
-    assert touched == {last.partition_id, done.partition_id}, touched
+    assert touched == {last.partition_id}, (touched, done.partition_id)
 
 
 @pytest.mark.local_executor
-def test_s6_1_a_fold_takes_the_record_with_its_row(tmp_path: Any) -> None:
+def test_s6_1_a_fold_takes_the_record_with_its_row(tmp_path: Any, clock: Any) -> None:
     """Issue 45: a receive that folds a completion record deletes the record with the
     message row it completed, in one commit, instead of keeping it a minute: kept, every
     receive of that minute read each of the minute's records (a loop of 20 completes a
-    second read a thousand rows a receive). After twenty rounds of send, receive and
-    complete, the ledger holds no message row and at most the last round's record."""
+    second read a thousand rows a receive). Folds of a partition the receive writes
+    nothing else to wait (decision 050), but for fewer than ``FOLD_AT`` records each and
+    at most ``FOLD_AGE``: after twenty rounds of send, receive and complete, each partition
+    holds fewer; once they are that old, one receive that finds nothing folds them all,
+    and the ledger holds no message row and no record."""
     from deltalake import DeltaTable
 
+    from sbqueue.engine.records import FOLD_AGE, FOLD_AT
     from sbqueue.management import ServiceBusAdministrationClient
 
     root = str(tmp_path / "ns")
     ServiceBusAdministrationClient(root).create_queue("q", enable_partitioning=True,
                                                       lock_duration="PT5M")
+
+    def rows(ledger: str) -> list[dict[str, Any]]:
+        kinds = DeltaTable(ledger).to_pyarrow_table(
+            columns=["row_type", "partition_id", "sequence_number"])
+        return [r for r in kinds.to_pylist() if r["row_type"] in ("c", "m")]
+
     with ServiceBusClient(root) as client, client.get_queue_receiver("q") as receiver, \
             client.get_queue_sender("q") as sender:
         for i in range(20):
@@ -240,9 +251,10 @@ def test_s6_1_a_fold_takes_the_record_with_its_row(tmp_path: Any) -> None:
             (done,) = receiver.receive_messages(1, max_wait_time=5)
             receiver.complete_message(done)
         ledger = receiver._entity.ledger_path
-    kinds = DeltaTable(ledger).to_pyarrow_table(columns=["row_type", "sequence_number"])
-    rows = kinds.to_pylist()
-    assert [r for r in rows if r["row_type"] == "c"] in (
-        [], [{"row_type": "c", "sequence_number": done.sequence_number}]), rows
-    assert [r["sequence_number"] for r in rows if r["row_type"] == "m"] in (
-        [], [done.sequence_number]), rows
+        waiting = rows(ledger)
+        records = [r["partition_id"] for r in waiting if r["row_type"] == "c"]
+        assert all(records.count(p) < FOLD_AT for p in records), waiting
+        assert len([r for r in waiting if r["row_type"] == "m"]) == len(records), waiting
+        clock.advance(FOLD_AGE.total_seconds() + 1)
+        assert receiver.receive_messages(1, max_wait_time=0) == []
+        assert rows(ledger) == []

@@ -125,24 +125,33 @@ def test_s6_1_the_next_receive_folds_a_completed_message_still_locked(spark, adm
         receiver.complete_message(second)
 
 
-def test_a_receive_that_changes_nothing_commits_nothing(spark, admin, namespace_root
-                                                       ) -> None:
+@pytest.mark.local_executor
+def test_a_receive_that_changes_nothing_commits_nothing(spark, admin, namespace_root,
+                                                       clock) -> None:
     """A receive that finds nothing to hand out or move, and no record to fold, commits
     nothing (before, a record kept a minute after its fold was folded again by each
     receive of that minute, each commit a no-op, and a maintenance step made 64 such
-    commits; on the driver the fold now takes the record too, decision 049)."""
+    commits; on the driver the fold now takes the record too, decision 049). A young
+    record of a partition the receive writes nothing else to waits (decision 050): no
+    commit either, until it is ``FOLD_AGE`` old."""
     from sbqueue import ServiceBusClient, ServiceBusMessage
+    from sbqueue.engine.records import FOLD_AGE
     from sbqueue.store.delta import latest_version
 
     admin.create_queue("q", lock_duration="PT2M")
     with ServiceBusClient(namespace_root, spark=spark) as client:
         client.get_queue_sender("q").send_messages(ServiceBusMessage("only"))
-        receiver = client.get_queue_receiver("q", max_wait_time=1)
-        [message] = receiver.receive_messages(1)
+        receiver = client.get_queue_receiver("q", max_wait_time=0)
+        [message] = receiver.receive_messages(1, max_wait_time=5)
         receiver.complete_message(message)
-        assert receiver.receive_messages(1) == []  # folds the record: one commit
         ledger = receiver._entity.ledger_path
+        completed = latest_version(spark, ledger)
+        assert receiver.receive_messages(1) == []  # the record is young: it waits
+        assert latest_version(spark, ledger) == completed
+        clock.advance(FOLD_AGE.total_seconds() + 1)
+        assert receiver.receive_messages(1) == []  # folds the record: one commit
         folded = latest_version(spark, ledger)
+        assert folded == completed + 1
         assert receiver.receive_messages(1) == []
         assert receiver.receive_messages(1) == []
         assert latest_version(spark, ledger) == folded

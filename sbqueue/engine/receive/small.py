@@ -62,7 +62,13 @@ from sbqueue.engine.receive.handed import MESSAGE_COLUMNS, handed_frame, message
 from sbqueue.engine.receive.head import read_head
 from sbqueue.engine.receive.ledger_slice import ledger_rows
 from sbqueue.engine.receive.on_spark import receive_once
-from sbqueue.engine.records import Record, no_record_guard, record_rows, settled_record_deletes
+from sbqueue.engine.records import (
+    Record,
+    no_record_guard,
+    record_rows,
+    records_due,
+    settled_record_deletes,
+)
 from sbqueue.engine.schema import (
     LEDGER_COLUMNS,
     LEDGER_KEYS,
@@ -157,10 +163,12 @@ def _decided(ledger: Ledger, inbox: Inbox, a: Attempt, lane: str, lapsed_first: 
     writes = [c for c in changes if c[OP_COLUMN] is not None]
     rows_read = {(int(c["partition_id"]), int(c["sequence_number"]))
                  for c in changes if c["origin"] == "ledger"}
-    writes += _guard_rows(changes) + settled_record_deletes(found, rows_read, lane, a.ctx.now)
-    writes += _folds(found, rows_read, lane)
     if lane == Lane.MAIN:
         writes += _cursor_moves(changes, cursors, end, a, complete_head)
+    written = {int(w["partition_id"]) for w in writes if lane in (w["lane"], w.get("_old_lane"))}
+    found = records_due(found, written, a.ctx.now)  # the others wait: no file more for them
+    writes += _guard_rows(changes) + settled_record_deletes(found, rows_read, lane, a.ctx.now)
+    writes += _folds(found, rows_read, lane)
     return _commit(ledger, inbox, a, changes, writes, complete_head, pinned)
 
 
