@@ -57,6 +57,7 @@ from pyspark.sql.types import (
 from sbqueue.store import deadline, driver, warm
 from sbqueue.store.data_files import check_nulls, split, write_file
 from sbqueue.store.logfiles import commit_actions, has_commit, publish
+from sbqueue.store.memo import ByIdentity
 from sbqueue.store.objects import Files, files_at
 from sbqueue.store.table_state import (
     CHECKPOINT_EVERY,
@@ -167,9 +168,17 @@ def _arrow_type(kind: DataType) -> pa.DataType:
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema a Spark table schema is written with."""
+    """The Arrow schema a Spark table schema is written with; made once per schema object
+    (the same one for every send: the inbox's)."""
+    return _arrow_schemas.get(schema, _arrow_of)
+
+
+def _arrow_of(schema: StructType) -> pa.Schema:
     return pa.schema([pa.field(f.name, _arrow_type(f.dataType), nullable=f.nullable)
                       for f in schema.fields])
+
+
+_arrow_schemas: ByIdentity[StructType, pa.Schema] = ByIdentity()
 
 
 def _high_water_mark(log: Files, version: int) -> int:

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from sbqueue.store.logfiles import commit_actions, log_files
+from sbqueue.store.memo import ByIdentity
 
 __all__ = ["BUDGET", "FileKeep", "TooMany", "added", "keep", "partition_dicts", "partition_rows",
            "partition_table", "plain_files", "readable", "rows_of"]
@@ -53,8 +54,8 @@ _files: OrderedDict[tuple[str, str, str], pa.Table] = OrderedDict()
 _dicts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}  # some files' Python rows
 _held = [0]  # bytes in _files and _dicts
 # A snapshot's files by partition: a receive asks twice at one version (its read, then its
-# rewrite), by the add actions' id (the actions held, so the id stays theirs).
-_chosen_files: dict[int, tuple[Any, ...]] = {}
+# rewrite), by the add actions' identity.
+_chosen_files: ByIdentity[pa.Table, dict[tuple[str | None, ...], list[Any]]] = ByIdentity()
 # Reader features that leave a data file's rows as its Parquet rows: a VARIANT is a struct of
 # two binaries in the file, as delta-rs's own dataset reads it.
 _PLAIN_READS = frozenset({"variantType", "variantType-preview", "timestampNtz"})
@@ -131,15 +132,10 @@ def _partition_files(root: str, schema: pa.Schema, names: Sequence[str],
     if not set(partitions) <= set(names):
         return None
     live = adds()
-    found = _chosen_files.get(id(live))
-    if found is None or found[0] is not live:
-        found = (live, _by_partition(root, schema, names, live))
-        if len(_chosen_files) > 64:
-            _chosen_files.clear()
-        _chosen_files[id(live)] = found
+    by_partition = _chosen_files.get(live, lambda t: _by_partition(root, schema, names, t))
     wanted = [(index, {_text(v) for v in partitions[n]})
               for index, n in enumerate(names) if n in partitions]
-    chosen = [file for values, files in found[1].items()
+    chosen = [file for values, files in by_partition.items()
               if all(values[i] in texts for i, texts in wanted) for file in files]
     if any(rows is None for _, _, rows in chosen):  # no statistics: delta-rs counts rows
         return None
@@ -222,20 +218,14 @@ def _none_added(shape: str, schema: pa.Schema) -> pa.Table:
 
 # Caches keyed by a schema's text, not the schema: hashing a pa.Schema costs ~20 us (its
 # fields, each time), and a head walk asks once per commit it passes; a string keeps its
-# hash. ``_shape`` finds the text by the schema object's identity (held, so its id stays).
-_shapes: dict[int, tuple[pa.Schema, str]] = {}
+# hash. ``_shape`` finds the text by the schema object's identity.
+_shapes: ByIdentity[pa.Schema, str] = ByIdentity(256)
 _empty: dict[str, pa.Table] = {}
 _typed_values: dict[tuple[tuple[tuple[str, str | None], ...], str], Mapping[str, Any]] = {}
 
 
 def _shape(schema: pa.Schema) -> str:
-    found = _shapes.get(id(schema))
-    if found is not None and found[0] is schema:
-        return found[1]
-    if len(_shapes) > 256:
-        _shapes.clear()
-    shape = _shapes[id(schema)] = (schema, str(schema.to_string()))
-    return shape[1]
+    return _shapes.get(schema, lambda kept: str(kept.to_string()))
 
 
 @functools.lru_cache(maxsize=4096)  # a commit file never changes once written, and an

@@ -1,6 +1,9 @@
 """Issue 5 point 7: the same code on a real cluster. A Spark standalone master and one
 worker from the pyspark package, on 127.0.0.1; a spark-submit job sends, receives and
-completes 10,000 messages on a local namespace folder, with tasks run by the executor."""
+completes 10,000 messages on a local namespace folder, with tasks run by the executor.
+Issue 44 point 5: the same cluster on an S3 namespace (the moto server): the executor
+writes the messages to S3 through S3A, with the properties ``sbqueue spark-conf --store
+s3`` writes and the AWS environment the worker passes on to it."""
 
 from __future__ import annotations
 
@@ -35,10 +38,19 @@ def _wait_for(port: int, seconds: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
 
 
-def test_roundtrip_on_a_standalone_cluster(tmp_path) -> None:
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_roundtrip_on_a_standalone_cluster(tmp_path, store: str,
+                                           request: pytest.FixtureRequest) -> None:
     from sbqueue.spark import submit_properties
     from sbqueue.spark.logstore import _pyspark_home
 
+    if store == "s3":  # the AWS environment (the fixture's) reaches the worker's executors
+        root, messages = str(request.getfixturevalue("s3_root")), 2_000
+        sbqueue = Path(sys.executable).parent / "sbqueue"
+        properties = subprocess.run([str(sbqueue), "spark-conf", "--store", "s3"],
+                                    capture_output=True, text=True, check=True).stdout.strip()
+    else:
+        root, messages, properties = str(tmp_path / "ns"), 10_000, str(submit_properties())
     bin_dir = _pyspark_home() / "bin"
     port = _free_port()
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
@@ -57,9 +69,9 @@ def test_roundtrip_on_a_standalone_cluster(tmp_path) -> None:
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         result = subprocess.run(
             [str(bin_dir / "spark-submit"), "--master", master_url,
-             "--properties-file", str(submit_properties()),
+             "--properties-file", properties,
              "--conf", "spark.executor.memory=1g", "--conf", "spark.cores.max=2",
-             str(REPO / "jobs" / "roundtrip.py"), str(tmp_path / "ns"), "10000", "5000"],
+             str(REPO / "jobs" / "roundtrip.py"), root, str(messages), str(messages // 2)],
             capture_output=True, text=True, timeout=1200, env=env, cwd=tmp_path)
     finally:
         for daemon in reversed(daemons):
@@ -70,6 +82,6 @@ def test_roundtrip_on_a_standalone_cluster(tmp_path) -> None:
     line = next(x for x in result.stdout.splitlines() if x.startswith("roundtrip "))
     summary = json.loads(line.split(" ", 1)[1])
     assert summary["master"] == master_url
-    assert summary["sent"] == summary["received"] == summary["completed"] == 10_000
+    assert summary["sent"] == summary["received"] == summary["completed"] == messages
     assert summary["remaining"] == 0
     assert summary["driver_pid"] not in summary["task_pids"]  # tasks ran in the executor
