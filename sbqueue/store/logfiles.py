@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -33,6 +35,9 @@ __all__ = ["TRUSTED_S", "changes_table", "commit_actions", "commit_name", "commi
 TRUSTED_S = 60.0
 _MIN_RETENTION_S = 3600.0
 _seen: dict[str, tuple[int, float]] = {}  # by log folder: (version seen latest, when)
+_COMMITS_KEPT = 2048  # commits' actions kept (``commit_actions``), the least used dropped
+_commits: OrderedDict[tuple[str, int], list[dict[str, Any]]] = OrderedDict()
+_commits_lock = threading.Lock()
 
 
 def log_files(path: str) -> Files:
@@ -62,8 +67,41 @@ def has_commit(log: Files, version: int) -> bool:
 
 def publish(log: Files, version: int, body: str) -> str | None:
     """Write commit ``version`` if no one has: its file's identity (``Files.identity``);
-    None if another writer took it."""
-    return log.put_if_absent(commit_name(version), body.encode("utf-8"))
+    None if another writer took it. A commit written is kept as read (``commit_actions``)."""
+    made = log.put_if_absent(commit_name(version), body.encode("utf-8"))
+    if made is not None:
+        _keep(log, version, _parsed(body))
+    return made
+
+
+def commit_actions(log: Files, version: int, kept: bool = True) -> list[dict[str, Any]]:
+    """The actions of commit ``version``, one per line of its file (OSError: not there).
+    Kept once read or written, in this process: a commit file never changes once it is
+    there (it is put only where none is), and a receive's walks and its snapshot read the
+    same new commits (on S3: a GET each). Not ``kept``: read from the log (a caller that
+    must learn whether a log cleanup removed it). The caller must not change what it is
+    given."""
+    key = (log.where, version)
+    with _commits_lock:
+        found = _commits.get(key) if kept else None
+        if found is not None:
+            _commits.move_to_end(key)
+            return found
+    actions = _parsed(log.read(commit_name(version)).decode("utf-8"))
+    _keep(log, version, actions)
+    return actions
+
+
+def _parsed(text: str) -> list[dict[str, Any]]:
+    # lines end at "\n" only (JSON may hold U+2028)
+    return [json.loads(line) for line in text.split("\n") if line.strip()]
+
+
+def _keep(log: Files, version: int, actions: list[dict[str, Any]]) -> None:
+    with _commits_lock:
+        _commits[(log.where, version)] = actions
+        while len(_commits) > _COMMITS_KEPT:
+            _commits.popitem(last=False)
 
 
 def changes_table(actions: list[dict[str, Any]]) -> bool:
@@ -110,12 +148,6 @@ def _retention_s(config: Mapping[str, str]) -> float:
     return float(found.group(1)) * _UNITS[found.group(2)] if found else 0.0
 
 
-def commit_actions(log: Files, version: int) -> list[dict[str, Any]]:
-    """The actions of commit ``version``, one per line of its file (OSError: not there)."""
-    text = log.read(commit_name(version)).decode("utf-8")  # lines end at "\n" only (JSON
-    return [json.loads(line) for line in text.split("\n") if line.strip()]  # may hold U+2028)
-
-
 def first_commit_since(log: Files, since: datetime, before: int, depth: int) -> int | None:
     """The oldest version up to ``before`` after which no commit is older than ``since``
     (by its commit info's time): walking back from ``before``, the version after the first
@@ -126,7 +158,7 @@ def first_commit_since(log: Files, since: datetime, before: int, depth: int) -> 
         if version < 0:
             return 0
         try:
-            info = next(a["commitInfo"] for a in commit_actions(log, version)
+            info = next(a["commitInfo"] for a in commit_actions(log, version, kept=False)
                         if "commitInfo" in a)
             stamp = info.get("inCommitTimestamp", info["timestamp"])
         except (OSError, ValueError, KeyError, StopIteration):

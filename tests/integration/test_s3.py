@@ -373,3 +373,52 @@ def test_a_named_aws_profile_serves_an_s3_namespace(s3_endpoint: str, tmp_path: 
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "['via the session']"
+
+
+def test_issue_44_a_client_loop_asks_the_store_a_few_requests_an_operation(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44 point 6, issue 45 (decision 050): on S3 each request is paid, so a client
+    loop keeps its looks few: a send and a complete 4 requests or fewer, a one-message
+    receive 7 (before: 11, 8 and 22). Counted by a moto server of the test's own from its
+    access log (one line a request). The pauses that let the server write its lines make
+    a round last ~0.4 s, so completion records would come due for their fold
+    (``FOLD_AGE``) and a receive would put one file more for them: not counted here."""
+    import time
+    from datetime import timedelta
+
+    from s3_server import aws_env, fresh_root, make_bucket, moto_server
+
+    from sbqueue.engine import records
+
+    monkeypatch.setattr(records, "FOLD_AGE", timedelta(minutes=10))
+
+    log = tmp_path / "moto.log"
+    with moto_server(log) as endpoint:
+        make_bucket(endpoint)
+        for key, value in aws_env(endpoint).items():
+            monkeypatch.setenv(key, value)
+        root = fresh_root()
+
+        def requests() -> int:
+            time.sleep(0.1)  # the server writes its line after it answered
+            return sum(1 for line in log.read_text(errors="replace").splitlines()
+                       if '" 2' in line or '" 3' in line or '" 4' in line)
+
+        ServiceBusAdministrationClient(root).create_queue(
+            "q", enable_partitioning=True, lock_duration="PT5M")
+        counts: dict[str, list[int]] = {"send": [], "receive": [], "complete": []}
+        with ServiceBusClient(root) as client, client.get_queue_sender("q") as sender, \
+                client.get_queue_receiver("q", max_wait_time=5) as receiver:
+            for round_ in range(8):
+                before = requests()
+                sender.send_messages(ServiceBusMessage(f"m{round_}"))
+                sent = requests()
+                (got,) = receiver.receive_messages(1)
+                received = requests()
+                receiver.complete_message(got)
+                if round_ >= 2:  # the first rounds load each table's state once
+                    counts["send"].append(sent - before)
+                    counts["receive"].append(received - sent)
+                    counts["complete"].append(requests() - received)
+    assert max(counts["send"]) <= 4 and max(counts["complete"]) <= 4, counts
+    assert max(counts["receive"]) <= 7, counts
