@@ -1,5 +1,6 @@
 """Where a namespace or table lives: a local folder (a plain path or ``file:`` URI), an S3
-prefix (``s3://`` or ``s3a://``: one table either way), or elsewhere.
+prefix (``s3://`` or ``s3a://``: one table either way), an Azure Blob container's prefix
+(``az://container/prefix``, as delta-rs and obstore name it), or elsewhere.
 
 The lowest module of the package, below even ``spark``: the session's setup, the document
 stores, the Delta gateways, the driver's reads and commits and the executor's choice all
@@ -13,9 +14,11 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-__all__ = ["driver_uri", "is_local", "is_s3", "local_path", "s3_parts"]
+__all__ = ["driver_uri", "is_azure", "is_local", "is_object_store", "is_s3", "local_path",
+           "object_parts"]
 
 _S3 = ("s3", "s3a")
+_AZURE = ("az",)
 
 
 def is_local(root: str) -> bool:
@@ -44,17 +47,29 @@ def is_s3(root: str) -> bool:
     return urlparse(root).scheme in _S3
 
 
-def s3_parts(root: str) -> tuple[str, str]:
-    """(bucket, key prefix without slashes at its ends) of an S3 URL."""
+def is_azure(root: str) -> bool:
+    """Whether ``root`` names an Azure Blob container's prefix (``az://container/...``)."""
+    return urlparse(root).scheme in _AZURE
+
+
+def is_object_store(root: str) -> bool:
+    """Whether ``root`` lies on an object store the driver reaches itself (S3, Azure)."""
+    return is_s3(root) or is_azure(root)
+
+
+def object_parts(root: str) -> tuple[str, str]:
+    """(bucket or container, key prefix without slashes at its ends) of an object store's
+    URL."""
     parsed = urlparse(root)
     return parsed.netloc, parsed.path.strip("/")
 
 
 def driver_uri(path: str) -> str:
-    """``path`` as delta-rs and obstore name it: a local absolute path, or ``s3://``."""
+    """``path`` as delta-rs and obstore name it: a local absolute path, ``s3://`` or
+    ``az://``."""
     if is_local(path):
         return str(local_path(path))
-    if is_s3(path):
-        bucket, key = s3_parts(path)
-        return f"s3://{bucket}/{key}".rstrip("/")
+    if is_object_store(path):
+        bucket, key = object_parts(path)
+        return f"{'s3' if is_s3(path) else 'az'}://{bucket}/{key}".rstrip("/")
     return path

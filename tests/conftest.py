@@ -8,6 +8,7 @@ processes, kill tests, the wheel, notebooks, simulated days), as CI runs them.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -195,6 +196,35 @@ def namespace_root(tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if request.getfixturevalue("store_pass") == "s3":
         return str(request.getfixturevalue("s3_root"))
     return str(tmp_path / f"ns-{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="session")
+def azurite_endpoint() -> Iterator[str]:
+    """An Azurite blob server process on 127.0.0.1 for this test process (issue 44 point
+    7), installed from npm once per machine, with its container; its endpoint URL."""
+    from az_server import azurite, azurite_blob
+
+    try:
+        found = azurite_blob()
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.fail(f"Azurite could not be installed from npm: {exc!r}")
+    if found is None:  # CI installs npm's packages: there a missing npm is a failure
+        reason = "npm is needed to install Azurite (Debian: apt-get install npm)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with azurite() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def az_root(azurite_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh namespace root on Azurite, with the environment pointing at it."""
+    from az_server import azure_env, fresh_root
+
+    for key, value in azure_env(azurite_endpoint).items():
+        monkeypatch.setenv(key, value)
+    return fresh_root()
 
 
 @pytest.fixture(scope="session")

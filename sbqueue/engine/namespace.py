@@ -36,7 +36,7 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
-from sbqueue.location import driver_uri, is_local, is_s3, local_path
+from sbqueue.location import driver_uri, is_local, is_object_store, is_s3, local_path
 from sbqueue.spark.lazy import started
 from sbqueue.spark.s3a import aws_env_of
 from sbqueue.spark.session import is_connect
@@ -58,7 +58,7 @@ _TABLES = {"queue": ("inbox", "ledger"), "topic": ("inbox",), "subscription": ("
 def normalize_root(root: str) -> str:
     """An absolute local path, or the URI as given for object stores; a local path that is
     a file (or under one) is refused."""
-    if is_s3(root):
+    if is_object_store(root):
         return driver_uri(root)  # s3a:// and s3:// name one table
     if not is_local(root):
         return root.rstrip("/")
@@ -153,7 +153,7 @@ class Namespace:
         ``SparkSetupError`` naming ``where`` (``spark.absent``)."""
         from sbqueue.spark.absent import NoSpark
 
-        if not (is_local(root) or is_s3(root)):
+        if not (is_local(root) or is_object_store(root)):
             raise InvalidOperationError(
                 f"{where}: namespace {root!r} is neither a local folder nor S3; the sbqueue "
                 "data source reads and writes local (or mounted) folders and S3 prefixes "

@@ -31,7 +31,7 @@ from sbqueue.exceptions import (
     ServiceBusConnectionError,
     StorageConflictError,
 )
-from sbqueue.location import is_local, is_s3, local_path
+from sbqueue.location import is_local, is_object_store, local_path
 from sbqueue.spark.session import speaks_delta_errors
 from sbqueue.store import deadline
 from sbqueue.store.failures import storage_cause
@@ -455,11 +455,12 @@ def delta_documents(root: str) -> bool:
     chosen = os.environ.get(_DOCUMENTS, "").strip().lower()
     if chosen not in ("", "local", "delta"):
         raise ValueError(f"{_DOCUMENTS}={chosen!r}: expected 'delta' or 'local' (or unset)")
-    return not (is_local(root) or is_s3(root)) or (is_local(root) and chosen == "delta")
+    return not (is_local(root) or is_object_store(root)) or (
+        is_local(root) and chosen == "delta")
 
 
 def open_document_store(root: str, spark: Any | None = None) -> DocumentStore:
-    if is_s3(root):
+    if is_object_store(root):
         return _reached(root, ObjectDocumentStore(files_at(root)))
     if not delta_documents(root):
         return LocalDocumentStore(local_path(root))

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import VariantVal
 
 from sbqueue.exceptions import StorageConflictError
-from sbqueue.location import driver_uri, is_local, is_s3
+from sbqueue.location import driver_uri, is_local, is_object_store
 from sbqueue.store import deadline, snapshot, warm
 from sbqueue.store import rewrite as own
 from sbqueue.store.executor import delta_rs_installed, spark_only
@@ -80,7 +80,8 @@ def enabled(path: str) -> bool:
     """Whether ``path`` can be read on the driver: a local folder or S3, delta-rs installed,
     and the local executor not refused (``store.executor``: asked for Spark, or a namespace
     opened through Spark Connect)."""
-    return (is_local(path) or is_s3(path)) and not spark_only(path) and delta_rs_installed()
+    return (is_local(path) or is_object_store(path)) and not spark_only(path) \
+        and delta_rs_installed()
 
 
 class Pinned:

@@ -21,7 +21,7 @@ import os
 from typing import Literal
 
 from sbqueue.exceptions import InvalidOperationError
-from sbqueue.location import is_local, is_s3, local_path
+from sbqueue.location import is_azure, is_local, is_object_store, local_path
 
 __all__ = ["ENV", "Executor", "choose", "delta_rs_installed", "opened", "spark_only"]
 
@@ -46,14 +46,14 @@ def _asked() -> tuple[str, str]:
 
 def _local_refused(root: str, connect: bool) -> str | None:
     """Why the local executor cannot serve ``root``; None where it can."""
-    if is_s3(root):
+    if is_object_store(root):
         if not (delta_rs_installed() and obstore_installed()):
             return "delta-rs and obstore (the deltalake and obstore packages) are not installed"
         return None
     if connect and is_local(root):
         return "the session is a Spark Connect client: the folder is the server's"
     if not is_local(root):
-        return f"{root} is neither a local folder nor an S3 prefix"
+        return f"{root} is neither a local folder nor an S3 or Azure Blob prefix"
     if not delta_rs_installed():
         return "delta-rs (the deltalake package) is not installed"
     return None
@@ -91,7 +91,8 @@ def choose(root: str, connect: bool) -> tuple[Executor, str]:
         raise InvalidOperationError(f"{words}, but {refused}")
     if refused is not None:
         return "spark", refused
-    where = "an S3 prefix" if is_s3(root) else "a local folder"
+    where = ("an Azure Blob prefix" if is_azure(root) else "an S3 prefix"
+             if is_object_store(root) else "a local folder")
     return "local", words if asked == "local" else f"{where}, delta-rs installed"
 
 

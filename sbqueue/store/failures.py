@@ -36,7 +36,13 @@ _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Permission denied|os error 13\b|AccessDenied", re.I),
      "permission to the storage is denied"),
     (re.compile(r"NoSuchBucket|bucket does not exist", re.I), BUCKET),
+    (re.compile(r"ContainerNotFound|specified container does not exist", re.I),
+     "the Azure Blob container does not exist (create it, or check the az:// root)"),
     (re.compile(r"No FileSystem for scheme \W?s3", re.I), NO_S3A),
+    (re.compile(r"No FileSystem for scheme \W?az\b", re.I),
+     "this Spark session has no file system for az:// (Hadoop's Azure jars): the client "
+     "and the administration client serve an az:// namespace without Spark; its "
+     "DataFrames, SQL views and jobs need a session with hadoop-azure (decision 051)"),
     (re.compile(r"169\.254\.169\.254|InvalidAccessKeyId|SignatureDoesNotMatch|"
                 r"ExpiredToken|InvalidToken|NoCredentialProviders|missing credentials", re.I),
      CREDENTIALS),

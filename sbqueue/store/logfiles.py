@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from sbqueue.store.objects import Files, files_at
+from sbqueue.store.objects import Files, files_at, no_bucket
 
 __all__ = ["TRUSTED_S", "changes_table", "commit_actions", "commit_name", "commit_versions",
            "first_commit_since", "has_commit", "log_files", "next_commit", "publish",
@@ -115,7 +115,7 @@ def next_commit(log: Files, version: int) -> list[dict[str, Any]] | None:
     try:
         return commit_actions(log, version)
     except FileNotFoundError as exc:
-        if "NoSuchBucket" in str(exc):
+        if no_bucket(exc):
             raise
         return None
 

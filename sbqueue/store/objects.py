@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from sbqueue.location import is_local, is_s3, local_path, s3_parts
+from sbqueue.location import driver_uri, is_azure, is_local, is_s3, local_path, object_parts
 
 __all__ = ["Files", "LocalFiles", "ObjectFiles", "arrow_files", "files_at", "no_bucket",
            "storage_options"]
@@ -188,20 +188,23 @@ class ObjectFiles:
 
 
 def no_bucket(exc: BaseException) -> bool:
-    """Whether a not-found error is the bucket's (S3 answers 404 for a key of a bucket
-    that does not exist too): not an absent file, a setup to fix."""
-    return "NoSuchBucket" in str(exc)
+    """Whether a not-found error is the bucket's or the container's (S3 and Azure answer
+    404 for a key of one that does not exist too): not an absent file, a setup to fix."""
+    text = str(exc)
+    return "NoSuchBucket" in text or "ContainerNotFound" in text
 
 
 def files_at(path: str) -> Files:
-    """The files under ``path`` (a local folder or an ``s3://``/``s3a://`` URL)."""
+    """The files under ``path`` (a local folder, an ``s3://``/``s3a://`` or an ``az://``
+    URL)."""
     if is_local(path):
         return LocalFiles(local_path(path))
-    if is_s3(path):
-        bucket, prefix = s3_parts(path)
-        return ObjectFiles(_s3_store(bucket, _setup()), prefix,
-                           f"s3://{bucket}/{prefix}".rstrip("/"))
-    raise ValueError(f"{path}: the driver reads and writes local folders and S3 only")
+    if is_s3(path) or is_azure(path):
+        bucket, prefix = object_parts(path)
+        store = _s3_store(bucket, _setup()) if is_s3(path) else _azure_store(bucket, _setup())
+        return ObjectFiles(store, prefix, driver_uri(path))
+    raise ValueError(f"{path}: the driver reads and writes local folders, S3 and Azure Blob "
+                     "only")
 
 
 def _allow_http() -> bool:
@@ -210,7 +213,9 @@ def _allow_http() -> bool:
 
 
 _SETUP = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_REGION", "AWS_DEFAULT_REGION",
-          "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+          "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+          *("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN",
+            "AZURE_STORAGE_USE_EMULATOR", "AZURITE_BLOB_STORAGE_URL"))
 
 
 def _setup() -> str:
@@ -230,10 +235,34 @@ session token; an ``AWS_PROFILE`` is not read by obstore 0.12)."""
     return S3Store(bucket, client_options={"allow_http": _allow_http()})
 
 
+@functools.lru_cache(maxsize=16)
+def _azure_store(container: str, setup: str) -> Any:
+    """One obstore client per container and environment: its account, key or SAS token,
+    and the emulator's switch (``AZURE_STORAGE_USE_EMULATOR``, Azurite) are the
+    environment's, read by obstore as delta-rs reads them."""
+    from obstore.store import AzureStore
+
+    return AzureStore(container)
+
+
+# Azurite's account and key: the storage emulator's published development credentials
+# (not a secret: every emulator has them), which obstore and delta-rs use with the switch.
+_EMULATOR_ACCOUNT = "devstoreaccount1"
+_EMULATOR_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
+                 "KBHBeksoGMGw==")
+
+
+def emulated() -> bool:
+    """Whether the environment points Azure clients at the storage emulator."""
+    return os.environ.get("AZURE_STORAGE_USE_EMULATOR", "").strip().lower() in ("1", "true")
+
+
 def storage_options(path: str) -> dict[str, str] | None:
     """What delta-rs needs besides the AWS environment it reads itself: the plain-HTTP
     permission an ``http://`` endpoint needs (a local S3 server). None for a local folder.
     No credential is put here (delta-rs reads them from the environment)."""
+    if is_azure(path):
+        return {}  # delta-rs reads the AZURE_* environment itself, as obstore does
     if not is_s3(path):
         return None
     return {"AWS_ALLOW_HTTP": "true"} if _allow_http() else {}
@@ -249,8 +278,28 @@ def arrow_files(path: str) -> Any:
 
     if is_local(path):
         return fs.SubTreeFileSystem(str(local_path(path)), fs.LocalFileSystem())
-    bucket, prefix = s3_parts(path)
-    return fs.SubTreeFileSystem(f"{bucket}/{prefix}".rstrip("/"), _arrow_s3(_setup()))
+    bucket, prefix = object_parts(path)
+    files = _arrow_s3(_setup()) if is_s3(path) else _arrow_azure(_setup())
+    return fs.SubTreeFileSystem(f"{bucket}/{prefix}".rstrip("/"), files)
+
+
+@functools.lru_cache(maxsize=4)
+def _arrow_azure(setup: str) -> Any:
+    """Arrow's Azure client for this environment: the account and key (or SAS token) of
+    ``AZURE_STORAGE_*``, or the emulator's (``AZURITE_BLOB_STORAGE_URL``, else Azurite's
+    default address, as obstore takes it)."""
+    from pyarrow import fs
+
+    if emulated():
+        url = urlparse(os.environ.get("AZURITE_BLOB_STORAGE_URL") or "http://127.0.0.1:10000")
+        return fs.AzureFileSystem(
+            account_name=_EMULATOR_ACCOUNT, account_key=_EMULATOR_KEY,
+            blob_storage_authority=url.netloc, dfs_storage_authority=url.netloc,
+            blob_storage_scheme=url.scheme, dfs_storage_scheme=url.scheme)
+    account = os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "")
+    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY")
+    sas = os.environ.get("AZURE_STORAGE_SAS_TOKEN")
+    return fs.AzureFileSystem(account_name=account, account_key=key, sas_token=sas)
 
 
 @functools.lru_cache(maxsize=4)

@@ -163,3 +163,16 @@ def test_the_explorer_shows_a_local_namespace_without_a_jvm(tmp_path: Path) -> N
             "/messages?path=q&dlq=1", "/metrics"]
     assert _explore(root, env, urls) == [200] * len(urls)
     assert not record.exists(), record.read_text()
+
+
+@pytest.mark.slow  # Azurite: an npm package installed once per machine, a server process
+def test_a_client_program_on_azure_blob_starts_no_jvm(tmp_path: Path, az_root: str,
+                                                      azurite_endpoint: str) -> None:
+    """The same program on an Azure Blob namespace (Azurite, decision 051): no JVM."""
+    from az_server import azure_env
+
+    env, record = _fake_java(tmp_path)
+    done = _run(tmp_path, az_root, env={**env, **azure_env(azurite_endpoint)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[0] == "3 0 ['big'] 0 True"
+    assert not record.exists(), record.read_text()
