@@ -22,7 +22,10 @@ def test_auto_is_local_on_a_folder_and_s3_and_spark_elsewhere(tmp_path: Path) ->
     assert executor.choose(str(tmp_path), connect=False)[0] == "local"
     assert executor.choose(f"file://{tmp_path}", connect=False)[0] == "local"
     kind, why = executor.choose("abfss://c@a.dfs.core.windows.net/ns", connect=False)
-    assert kind == "spark" and "neither a local folder nor an S3 prefix" in why
+    assert kind == "spark" and "neither a local folder nor an S3 or Azure Blob prefix" in why
+    # issue 44 point 7: an az:// container prefix is the driver's (decision 051)
+    assert executor.choose("az://container/ns", connect=False) == (
+        "local", "an Azure Blob prefix, delta-rs installed")
     kind, why = executor.choose(str(tmp_path), connect=True)
     assert kind == "spark" and "Spark Connect" in why
     # issue 44: an S3 URL names one place for every process, a Connect client's too
