@@ -26,7 +26,8 @@ CREDENTIALS = ("no valid S3 credentials were found (set AWS_ACCESS_KEY_ID and "
 NO_S3A = ("this Spark session has no S3 file system (Hadoop's S3A jars): open the namespace "
           "without a session, so sbqueue starts one with S3A, or start yours with the confs "
           "of 'sbqueue spark-conf --store s3' (README, 'Object storage')")
-ENDPOINT = "the S3 endpoint cannot be reached (check AWS_ENDPOINT_URL and the network)"
+ENDPOINT = ("the store's endpoint cannot be reached (check AWS_ENDPOINT_URL for S3, the "
+            "account or AZURITE_BLOB_STORAGE_URL for Azure Blob, and the network)")
 
 # (what the text holds, the cause as a user reads it), first match wins
 _CAUSES: tuple[tuple[re.Pattern[str], str], ...] = (
