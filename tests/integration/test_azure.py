@@ -7,9 +7,6 @@ here (decision 051)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from typing import Any
 
 import pytest
@@ -22,20 +19,12 @@ from sbqueue.store.logfiles import has_commit, log_files
 pytestmark = [pytest.mark.slow]
 
 
-def _drain(root: str) -> list[str]:
-    bodies: list[str] = []
-    with ServiceBusClient(root).get_queue_receiver("q", max_wait_time=5) as receiver:
-        while batch := receiver.receive_messages(10):
-            bodies += [str(m) for m in batch]
-            for m in batch:
-                receiver.complete_message(m)
-    return bodies
-
-
 def test_s1_a_client_round_trip_on_azure_blob_runs_on_the_driver(az_root: str) -> None:
     """Create, send, receive, complete, count and delete on ``az://`` with the local
     executor: every operation served by delta-rs and the driver's commits (no session is
     given, none is started)."""
+    from sender_race import drain
+
     admin = ServiceBusAdministrationClient(az_root)
     admin.create_queue("q", enable_partitioning=True, lock_duration="PT1M")
     assert Namespace(az_root).executor == "local"
@@ -47,19 +36,9 @@ def test_s1_a_client_round_trip_on_azure_blob_runs_on_the_driver(az_root: str) -
             receiver.complete_message(message)
     assert len(got) == 3
     assert admin.get_queue_runtime_properties("q").active_message_count == 2
-    assert sorted(_drain(az_root) + [str(m) for m in got]) == [f"m{i}" for i in range(5)]
+    assert sorted(drain(az_root) + [str(m) for m in got]) == [f"m{i}" for i in range(5)]
     admin.delete_queue("q")
     assert [q.name for q in admin.list_queues()] == []
-
-
-_SENDER = textwrap.dedent("""
-    import sys
-    from sbqueue import ServiceBusClient, ServiceBusMessage
-    root, who = sys.argv[1], sys.argv[2]
-    with ServiceBusClient(root).get_queue_sender("q") as sender:
-        for i in range(10):
-            sender.send_messages([ServiceBusMessage(f"{who}-{i}-{k}") for k in range(3)])
-""")
 
 
 def test_senders_in_three_processes_lose_nothing_on_azure_blob(az_root: str,
@@ -67,19 +46,13 @@ def test_senders_in_three_processes_lose_nothing_on_azure_blob(az_root: str,
     """Three processes send 10 batches each to one queue at once: each version is claimed
     by exactly one commit (a conditional put, ``If-None-Match: *``), so every row
     survives, once."""
+    from sender_race import EXPECTED, drain, send_from_three_processes
+
     ServiceBusAdministrationClient(az_root).create_queue("q")
-    script = tmp_path / "sender.py"
-    script.write_text(_SENDER)
-    procs = [subprocess.Popen([sys.executable, str(script), az_root, f"p{n}"],
-                              stderr=subprocess.PIPE) for n in range(3)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err.decode()[-2000:]
+    send_from_three_processes(az_root, tmp_path)
     log = log_files(Namespace(az_root).entity("q").inbox.path)
     assert [v for v in range(40) if has_commit(log, v)] == list(range(31))
-    bodies = _drain(az_root)
-    assert sorted(bodies) == sorted(f"p{n}-{i}-{k}" for n in range(3) for i in range(10)
-                                    for k in range(3))
+    assert sorted(drain(az_root)) == EXPECTED
 
 
 def test_a_missing_container_is_one_clear_error(az_root: str) -> None:

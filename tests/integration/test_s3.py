@@ -12,6 +12,7 @@ import textwrap
 from typing import Any
 
 import pytest
+from sender_race import EXPECTED, drain, send_from_three_processes
 
 from sbqueue import Namespace, ServiceBusClient, ServiceBusMessage
 from sbqueue.management import ServiceBusAdministrationClient
@@ -89,50 +90,19 @@ def test_s1_1_a_queue_created_twice_on_s3_is_the_sdks_exists_error(
     assert [q.name for q in admin.list_queues()] == ["q"]
 
 
-def _drain(root: str, spark: Any) -> list[str]:
-    """Receive and complete every message of queue ``q``; their bodies, in order. Ten at a
-    time: a queue with a 5 s lock must see each batch completed within it on a busy
-    machine."""
-    bodies: list[str] = []
-    with ServiceBusClient(root, spark=spark).get_queue_receiver(
-            "q", max_wait_time=5) as receiver:
-        while batch := receiver.receive_messages(10):
-            bodies += [str(m) for m in batch]
-            for m in batch:
-                receiver.complete_message(m)
-    return bodies
-
-
-_SENDER = textwrap.dedent("""
-    import sys
-    from sbqueue import ServiceBusClient, ServiceBusMessage
-    root, who = sys.argv[1], sys.argv[2]
-    with ServiceBusClient(root).get_queue_sender("q") as sender:
-        for i in range(10):
-            sender.send_messages([ServiceBusMessage(f"{who}-{i}-{k}") for k in range(3)])
-""")
-
-
 @pytest.mark.slow
 def test_senders_in_three_processes_lose_nothing_on_s3(
         spark: Any, s3_root: str, tmp_path: Any) -> None:
     """Three processes send 10 batches each to one S3 queue at once: each version is
     claimed by exactly one commit (conditional writes), so every row survives, once."""
     ServiceBusAdministrationClient(s3_root, spark=spark).create_queue("q")
-    script = tmp_path / "sender.py"
-    script.write_text(_SENDER)
-    procs = [subprocess.Popen([sys.executable, str(script), s3_root, f"p{n}"],
-                              stderr=subprocess.PIPE) for n in range(3)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err.decode()[-2000:]
+    send_from_three_processes(s3_root, tmp_path)
     entity = Namespace(s3_root, spark).entity("q")
     log = log_files(entity.inbox.path)
     versions = [v for v in range(0, 40) if has_commit(log, v)]
     assert versions == list(range(31))  # the create and 30 sends, none lost or doubled
-    bodies = _drain(s3_root, spark)
-    assert sorted(bodies) == sorted(f"p{n}-{i}-{k}" for n in range(3) for i in range(10)
-                                    for k in range(3))
+    bodies = drain(s3_root, spark)
+    assert sorted(bodies) == EXPECTED
     assert json.dumps(sorted(set(bodies))) == json.dumps(sorted(bodies))  # each once
 
 
@@ -277,7 +247,7 @@ def test_a_receiver_killed_on_s3_loses_nothing(spark: Any, s3_root: str, tmp_pat
     done = {line.split(" ", 1)[1] for line in lines if line.startswith("completed ")}
     trying = {line.split(" ", 1)[1] for line in lines if line.startswith("completing ")}
     time.sleep(6)  # its locks run out (5 s)
-    got = _drain(s3_root, spark)
+    got = drain(s3_root, spark)
     assert len(done) >= 12 and not done & set(got) and len(got) == len(set(got))
     lost = bodies - done - set(got)
     assert lost <= trying - done and len(lost) <= 1  # only the one it was completing
@@ -319,7 +289,7 @@ def _round_trip(root: str, spark: Any = None) -> list[str]:
     ServiceBusAdministrationClient(root, spark=spark).create_queue("q")
     with ServiceBusClient(root, spark=spark).get_queue_sender("q") as sender:
         sender.send_messages(ServiceBusMessage("via the session"))
-    return _drain(root, spark)
+    return drain(root, spark)
 
 
 def test_a_session_s_s3a_confs_serve_the_driver_too(
@@ -344,8 +314,8 @@ def test_a_session_s_s3a_confs_serve_the_driver_too(
 
 
 _PROFILE_PROGRAM = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, sys.argv[2])
+    import os, sys
+    sys.path[:0] = [sys.argv[2], os.path.dirname(sys.argv[2])]  # the tests' helpers too
     from test_s3 import _round_trip
     print(_round_trip(sys.argv[1]))
 """)
