@@ -212,7 +212,7 @@ def _publish(path: str, root: Files, state: TableState, version: int, body: str,
         deadline.check()
         made = publish(log_dir, version + 1, body)
         if made is not None:
-            committed(path, log_dir, state, version + 1, made, body)  # never raises
+            committed(path, log_dir, state, version + 1, made)  # never raises
             return version + 1
         latest = probe(log_dir, version)
         for between in range(version + 1, latest + 1):

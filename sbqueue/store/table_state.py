@@ -12,7 +12,6 @@ the table's interval, then the expired log files removed.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from sbqueue.store import checkpoints, snapshot
 from sbqueue.store.checkpoints import CHECKPOINT_EVERY
 from sbqueue.store.logfiles import (
     changes_table,
+    commit_actions,
     commit_name,
     has_commit,
     next_commit,
@@ -118,17 +118,16 @@ def _load(path: str, log: Files) -> TableState:
 
 
 def committed(path: str, log: Files, state: TableState, version: int, identity: str,
-              body: str, high_water: int | None = None) -> None:
-    """After this process committed ``body`` as ``version`` over ``state`` (its file's
-    ``identity`` as the put returned it): keep the state as of it (with the row-id
-    ``high_water`` mark it set, where it set one), move the kept snapshot to it, and
-    checkpoint where the interval says. Never raises: the commit stands, and a caller
-    told otherwise would write it again."""
+              high_water: int | None = None) -> None:
+    """After this process published ``version`` over ``state`` (its file's ``identity``
+    as the put returned it): keep the state as of it (with the row-id ``high_water`` mark
+    it set, where it set one), move the kept snapshot to it (its actions as ``publish``
+    kept them, no read), and checkpoint where the interval says. Never raises: the commit
+    stands, and a caller told otherwise would write it again."""
     try:
         remember(log, state, version, identity, high_water)
         saw_latest(log, version, state.config)
-        snapshot.advanced(path, version, [json.loads(line) for line in body.splitlines()
-                                          if line.strip()])
+        snapshot.advanced(path, version, commit_actions(log, version))
     except Exception as exc:
         logger.debug("state of %s not kept after %s: %r", path, version, exc)
     checkpoints.later(path, log, version, state.config)  # never raises either

@@ -111,7 +111,7 @@ def append_tracked(path: str, table: pa.Table, partition_by: Sequence[str], tag:
         deadline.check()
         made = publish(log, version + 1, body)
         if made is not None:  # never raises (a retry would send twice):
-            committed(path, log, state, version + 1, made, body, mark)
+            committed(path, log, state, version + 1, made, mark)
             warm.keep(path, state.schema, [(f["path"], part) for f, part in zip(
                 files, parts, strict=True)])  # the receive that follows decodes nothing
             return version + 1
