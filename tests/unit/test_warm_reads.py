@@ -156,7 +156,7 @@ def test_memory_held_stays_within_the_budget(tmp_path: Path, monkeypatch: Any) -
     table = DeltaTable(path)
     one = warm.partition_table(path, table, arrow_files(path), {"p": [3]}, 1000)
     assert one is not None
-    monkeypatch.setattr(warm, "BUDGET", 2 * one.nbytes)
+    monkeypatch.setattr(warm, "BUDGET", 2 * one.get_total_buffer_size())
     for p in range(4):
         warm.partition_table(path, table, arrow_files(path), {"p": [p]}, 1000)
     assert warm._held[0] <= warm.BUDGET
