@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from ports import free_port, listening
 
 AZURITE = "azurite@3.37.0"
 CONTAINER = "sbq-test"
@@ -38,12 +38,6 @@ def azurite_blob() -> Path | None:
     return script if script.exists() else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def azurite() -> Iterator[str]:
     """An Azurite blob server process (its data in a folder removed at the end); its blob
@@ -51,21 +45,15 @@ def azurite() -> Iterator[str]:
     script = azurite_blob()
     if script is None:
         raise RuntimeError("npm is needed to install Azurite (Debian: apt-get install npm)")
-    port, data = _free_port(), tempfile.mkdtemp(prefix="azurite-")
+    port, data = free_port(), tempfile.mkdtemp(prefix="azurite-")
     proc = subprocess.Popen(
         [str(script), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", data,
          "--silent", "--skipApiVersionCheck", "--loose"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"Azurite did not start on port {port}")
-            time.sleep(0.1)
+        if not listening(port, 60, lambda: proc.poll() is None, pause=0.1):
+            raise RuntimeError(f"Azurite did not start on port {port}")
         make_container(endpoint)
         yield endpoint
     finally:

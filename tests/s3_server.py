@@ -6,7 +6,6 @@ with the AWS environment that points the driver's store clients at it."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,23 +15,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from ports import free_port
+
 BUCKET = "sbq-test"
 # Test credentials: moto accepts any; named so that a leak check can look for them.
 ACCESS_KEY = "AKIASBQUEUETESTKEY01"
 SECRET_KEY = "sbqueue-test-secret-do-not-log-0123456789"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def moto_server(access_log: Path | None = None) -> Iterator[str]:
     """A moto server process; its endpoint URL. Stopped at the end. ``access_log``: where
     its log of requests (one line each) goes."""
-    port = _free_port()
+    port = free_port()
     log = open(access_log, "w") if access_log else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],

@@ -72,9 +72,16 @@ class LocalFiles:
         target = self.folder / name  # no folder made: a table deleted meanwhile stays gone
         temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
-            temp.write_bytes(data)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                left = memoryview(data)
+                while left:
+                    left = left[os.write(fd, left):]
+                inode = os.fstat(fd).st_ino  # the link's too: one inode
+            finally:
+                os.close(fd)
             os.link(temp, target)
-            return str(os.stat(temp).st_ino)  # the link's: one inode
+            return str(inode)
         except FileExistsError:
             return None
         finally:

@@ -142,7 +142,8 @@ def _write(root: Files, state: TableState, rows: pa.Table, names: list[str]
         indexed = [c.strip() for c in configured.split(",")]
     else:
         count = int(state.config.get("delta.dataSkippingNumIndexedCols", _INDEXED))
-        indexed = rows.column_names if count < 0 else rows.column_names[:count]
+        columns = rows.schema.names  # ``column_names`` costs ~60 us, the schema's ~5
+        indexed = columns if count < 0 else columns[:count]
     if rows.num_rows == 0:
         return []
     return [{**write_file(root, part, names, indexed), "table": part}

@@ -9,33 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from ports import free_port, listening
 
 REPO = Path(__file__).resolve().parents[2]
 # spark-submit resolves the Delta jars with Ivy in the shared cache: one worker at a time
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-submit")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_for(port: int, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
+    if not listening(port, seconds, pause=0.5):
+        raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds}s")
 
 
 @pytest.mark.parametrize("store", ["local", "s3"])
@@ -52,20 +40,20 @@ def test_roundtrip_on_a_standalone_cluster(tmp_path, store: str,
     else:
         root, messages, properties = str(tmp_path / "ns"), 10_000, str(submit_properties())
     bin_dir = _pyspark_home() / "bin"
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable,
            "SPARK_WORKER_DIR": str(tmp_path / "work"), "SPARK_LOG_DIR": str(tmp_path)}
     master_url = f"spark://127.0.0.1:{port}"
     daemons = [subprocess.Popen(
         [str(bin_dir / "spark-class"), "org.apache.spark.deploy.master.Master",
-         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port())],
+         "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         _wait_for(port, 60)
         daemons.append(subprocess.Popen(
             [str(bin_dir / "spark-class"), "org.apache.spark.deploy.worker.Worker", master_url,
              "--host", "127.0.0.1", "--cores", "2", "--memory", "2g",
-             "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / "work")],
+             "--webui-port", str(free_port()), "--work-dir", str(tmp_path / "work")],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         result = subprocess.run(
             [str(bin_dir / "spark-submit"), "--master", master_url,

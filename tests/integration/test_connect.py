@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ports import free_port, listening
 
 # spark-submit resolves the Delta jars with Ivy in the shared cache: one worker at a time
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-submit")]
@@ -116,12 +115,6 @@ def _script(name: str) -> Path:
     return Path(sys.executable).parent / name
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def connect_server(tmp_path: Path) -> Iterator[str]:
     """A Spark Connect server from the pip pyspark, with sbqueue's properties file."""
@@ -129,7 +122,7 @@ def connect_server(tmp_path: Path) -> Iterator[str]:
 
     properties = subprocess.run([str(_script("sbqueue")), "spark-conf"],
                                 capture_output=True, text=True, check=True).stdout.strip()
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "server.log"
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     with open(log, "w") as handle:
@@ -139,13 +132,8 @@ def connect_server(tmp_path: Path) -> Iterator[str]:
              "--class", "org.apache.spark.sql.connect.service.SparkConnectServer"],
             stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(1)
+        assert listening(port, 300, lambda: server.poll() is None, pause=1), \
+            log.read_text()[-3000:]
         yield f"sc://localhost:{port}"
     finally:
         server.terminate()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ports import free_port, listening
 
 from sbqueue import ServiceBusClient, ServiceBusMessage
 
@@ -35,12 +35,6 @@ def _browser_or_skip() -> None:
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -73,19 +67,13 @@ def explorer(namespace, namespace_root) -> Iterator[str]:
     """``sbqueue explorer --allow-actions`` by the interpreter's own script; its address."""
     script = Path(sys.executable).parent / "sbqueue"
     assert script.exists(), f"{script}: install the package into this interpreter"
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [str(script), "explorer", "--namespace", namespace_root, "--port", str(port),
          "--allow-actions"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 120
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the explorer did not start: {process.communicate()[0][-2000:]}")
-        time.sleep(0.2)
+    if not listening(port, 120, lambda: process.poll() is None):
+        process.kill()
+        pytest.fail(f"the explorer did not start: {process.communicate()[0][-2000:]}")
     yield f"http://127.0.0.1:{port}"
     process.terminate()
     process.wait(30)

@@ -22,6 +22,7 @@ from sbqueue.store.logfiles import commit_actions, has_commit, log_files
 pytestmark = [pytest.mark.spark]
 
 
+@pytest.mark.local_executor  # no Spark job: what only the local executor does
 def test_s1_a_client_round_trip_on_s3_runs_on_the_driver(
         spark: Any, s3_root: str, spark_jobs: Any) -> None:
     """Create, send, receive, complete and count on ``s3a://`` (the same namespace as
@@ -345,6 +346,7 @@ def test_a_named_aws_profile_serves_an_s3_namespace(s3_endpoint: str, tmp_path: 
     assert done.stdout.strip().splitlines()[-1] == "['via the session']"
 
 
+@pytest.mark.local_executor  # the driver's requests: the Spark executor's are S3A's
 def test_issue_44_a_client_loop_asks_the_store_a_few_requests_an_operation(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 44 point 6, issue 45 (decision 050): on S3 each request is paid, so a client
