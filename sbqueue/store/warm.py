@@ -310,6 +310,8 @@ def _as_schema(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     """``rows`` as ``schema``, casting only the columns whose types differ (a send's rows
     differ from the log's schema in two: the VARIANT's field order, a list's item name;
     a whole-table cast made ~25 calls for a one-row file)."""
+    if rows.schema.equals(schema):  # a ledger's rows, as a rewrite made them
+        return rows
     if rows.schema.names != schema.names:
         return rows.cast(schema)
     columns = [column if column.type.equals(field.type) else column.cast(field.type)

@@ -234,6 +234,7 @@ def _plain_table(path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.local_executor  # the driver's commits stay on: the local executor's
 def test_a_rewrite_delta_rs_refuses_is_not_a_conflict(tmp_path: Path) -> None:
     """delta-rs raises ``CommitFailedError`` both for a lost race and for a table feature
     it does not write (measured: "Commit failed: ..." against "Unsupported table features
