@@ -19,6 +19,7 @@ with a re-read and a re-applied change (docs/decisions/020-safe-catalog.md).
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import random
 import time
@@ -56,6 +57,7 @@ _NAMESPACE_DOC = "_sbqueue/namespace.json"
 _ENTITIES = "_sbqueue/entities"  # queues and topics: one name space (S1.7)
 _SUBSCRIPTIONS = "_sbqueue/subscriptions"
 _AVAILABILITY = "_sbqueue/availability"  # fenced partitions per entity id (S14.2)
+_MADE_BOUND = 1024  # definitions kept made (``Catalog.get``): past it, all are dropped
 _KINDS: dict[str, type[EntityDefinition]] = {
     "queue": QueueProperties, "topic": TopicProperties, "subscription": SubscriptionProperties,
 }
@@ -84,6 +86,8 @@ class Catalog:
     def __init__(self, documents: DocumentStore, root: str) -> None:
         self.documents = documents
         self.root = root.rstrip("/")
+        # each definition made from a document, by the document's token (its bytes' hash)
+        self._made: dict[str, tuple[str, EntityDefinition]] = {}
 
     # -- namespace -------------------------------------------------------------------------
     def namespace(self) -> NamespaceProperties | None:
@@ -129,11 +133,23 @@ class Catalog:
             f"{_describe(kind, name, topic)} does not exist in {self.root}")
 
     def get(self, kind: str, name: str, topic: str | None = None) -> Any:
-        """The definition of a queue, topic or subscription, or MessagingEntityNotFound."""
-        doc = self._read(kind, name, topic)
-        if doc is None:
+        """The definition of a queue, topic or subscription, or MessagingEntityNotFound.
+        Every operation reads its entity's definition again (S16.1: a status change
+        takes effect at once); one made from the same document bytes is copied, not
+        parsed again (``from_json`` was a fifth of a driver send's time outside its
+        commit, decision 052)."""
+        where = _doc_name(kind, name, topic)
+        found = self.documents.read_versioned(where)
+        doc = found[0] if found is not None else None
+        if doc is None or doc.get("kind") != kind or not is_ready(doc):
             raise self._missing(kind, name, topic)
-        return _KINDS[kind].from_json(doc["properties"])
+        assert found is not None
+        kept = self._made.get(where)
+        if kept is None or kept[0] != found[1]:
+            if len(self._made) > _MADE_BOUND:
+                self._made.clear()
+            kept = self._made[where] = (found[1], _KINDS[kind].from_json(doc["properties"]))
+        return copy.copy(kept[1])  # a caller may set a field of its own copy
 
     def exists(self, kind: str, name: str, topic: str | None = None) -> bool:
         return self._read(kind, name, topic) is not None

@@ -107,6 +107,19 @@ def test_s1_7_a_creating_or_deleting_definition_is_no_entity(catalog: Catalog) -
     catalog.create("queue", QueueProperties(name="q"))  # the name is free again
 
 
+def test_s16_1_a_definition_read_again_is_the_stored_one(catalog: Catalog) -> None:
+    """``get`` keeps the definition it made from a document (decision 052): a caller that
+    sets a field changes only its own copy, and another process's change is read at
+    once (S16.1)."""
+    catalog.publish("queue", catalog.create("queue", QueueProperties(name="q")))
+    first = catalog.get_queue("q")
+    first.max_delivery_count = 99
+    assert catalog.get_queue("q").max_delivery_count == 10
+    other = Catalog(LocalDocumentStore(Path(catalog.root)), catalog.root)
+    other.update("queue", "q", None, lambda p: _set(p, max_delivery_count=7))
+    assert catalog.get_queue("q").max_delivery_count == 7
+
+
 def test_an_update_that_lost_a_race_is_reapplied(catalog: Catalog) -> None:
     """Another writer changes the definition between this update's read and its write:
     the write is refused and the change re-applied to the newer version: both kept."""
