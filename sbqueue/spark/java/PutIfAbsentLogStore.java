@@ -2,9 +2,11 @@ package io.sbqueue.storage;
 
 import io.delta.storage.HadoopFileSystemLogStore;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
+import java.util.Arrays;
 import java.util.Iterator;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStreamBuilder;
@@ -37,25 +39,44 @@ public class PutIfAbsentLogStore extends HadoopFileSystemLogStore {
         FileSystem fs = path.getFileSystem(hadoopConf);
         if (overwrite) {
             try (OutputStream out = fs.create(path, true)) {
-                writeAll(out, actions);
+                out.write(joined(actions));
             }
             return;
         }
+        byte[] body = joined(actions);
         FSDataOutputStreamBuilder<?, ?> builder = fs.createFile(path).overwrite(false);
         builder.must(CONDITIONAL, true);
         try (OutputStream out = builder.build()) {
-            writeAll(out, actions);
+            out.write(body);
         } catch (IOException e) {
-            if (refused(e)) {
+            // A refusal of a retried PUT whose first try landed (its answer lost: a timeout,
+            // a 5xx) is this write's own commit: taken as a loss, Delta would commit the same
+            // actions again at the next version (decision 052). The object tells: it holds
+            // these bytes only if this write put it (a commit's bytes name its own txnId).
+            if (!refused(e)) {
+                throw e;
+            }
+            if (!holds(fs, path, body)) {
                 throw new FileAlreadyExistsException(path.toString());
             }
-            throw e;
         }
     }
 
-    private static void writeAll(OutputStream out, Iterator<String> actions) throws IOException {
+    private static byte[] joined(Iterator<String> actions) {
+        StringBuilder text = new StringBuilder();
         while (actions.hasNext()) {
-            out.write((actions.next() + "\n").getBytes(StandardCharsets.UTF_8));
+            text.append(actions.next()).append('\n');
+        }
+        return text.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** Whether the object at path holds exactly body (false where it cannot be read). */
+    static boolean holds(FileSystem fs, Path path, byte[] body) {
+        try (InputStream in = fs.open(path)) {
+            byte[] stored = in.readNBytes(body.length + 1);
+            return Arrays.equals(stored, body);
+        } catch (IOException e) {
+            return false;
         }
     }
 
