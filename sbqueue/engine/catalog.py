@@ -47,6 +47,7 @@ from sbqueue.exceptions import (
     StorageConflictError,
 )
 from sbqueue.store.documents import DocumentConflict, DocumentExists, DocumentStore
+from sbqueue.store.memo import made_once
 
 __all__ = ["MAX_ENTITIES", "MAX_PARTITIONED_ENTITIES", "MAX_SUBSCRIPTIONS", "Catalog"]
 
@@ -86,8 +87,8 @@ class Catalog:
     def __init__(self, documents: DocumentStore, root: str) -> None:
         self.documents = documents
         self.root = root.rstrip("/")
-        # each definition made from a document, by the document's token (its bytes' hash)
-        self._made: dict[str, tuple[str, EntityDefinition]] = {}
+        # each definition made from a document, by its kind and the document's token
+        self._made: dict[tuple[str, str], EntityDefinition] = {}
 
     # -- namespace -------------------------------------------------------------------------
     def namespace(self) -> NamespaceProperties | None:
@@ -121,8 +122,14 @@ class Catalog:
 
     def _raw(self, kind: str, name: str, topic: str | None = None) -> Doc | None:
         """The definition of ``kind`` in any state (creating, ready, deleting)."""
-        doc = self.documents.read(_doc_name(kind, name, topic))
-        return doc if doc is not None and doc.get("kind") == kind else None
+        found = self._raw_versioned(kind, name, topic)
+        return None if found is None else found[0]
+
+    def _raw_versioned(self, kind: str, name: str, topic: str | None
+                       ) -> tuple[Doc, str] | None:
+        """``_raw`` with the document's token (its bytes' hash)."""
+        found = self.documents.read_versioned(_doc_name(kind, name, topic))
+        return found if found is not None and found[0].get("kind") == kind else None
 
     def _read(self, kind: str, name: str, topic: str | None = None) -> Doc | None:
         doc = self._raw(kind, name, topic)
@@ -138,18 +145,13 @@ class Catalog:
         takes effect at once); one made from the same document bytes is copied, not
         parsed again (``from_json`` was a fifth of a driver send's time outside its
         commit, decision 052)."""
-        where = _doc_name(kind, name, topic)
-        found = self.documents.read_versioned(where)
-        doc = found[0] if found is not None else None
-        if doc is None or doc.get("kind") != kind or not is_ready(doc):
+        found = self._raw_versioned(kind, name, topic)
+        if found is None or not is_ready(found[0]):
             raise self._missing(kind, name, topic)
-        assert found is not None
-        kept = self._made.get(where)
-        if kept is None or kept[0] != found[1]:
-            if len(self._made) > _MADE_BOUND:
-                self._made.clear()
-            kept = self._made[where] = (found[1], _KINDS[kind].from_json(doc["properties"]))
-        return copy.copy(kept[1])  # a caller may set a field of its own copy
+        doc, token = found
+        made = made_once(self._made, (kind, token),
+                         lambda: _KINDS[kind].from_json(doc["properties"]), _MADE_BOUND)
+        return copy.copy(made)  # a caller may set a field of its own copy
 
     def exists(self, kind: str, name: str, topic: str | None = None) -> bool:
         return self._read(kind, name, topic) is not None

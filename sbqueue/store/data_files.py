@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sbqueue.store.memo import made_once
 from sbqueue.store.objects import Files
 from sbqueue.store.thresholds import PLAIN_FILE_BYTES
 
@@ -141,14 +142,8 @@ def _chosen(schema: pa.Schema, columns: tuple[str, ...]) -> list[str]:
     """The statistics columns of ``schema`` whose JSON form is exact; made once per set of
     column names (every commit of a table asked again: ~0.1 ms of field lookups; the types
     are checked again only where the names differ, as a table's columns keep their types)."""
-    key = (columns, tuple(schema.names))
-    found = _CHOSEN.get(key)
-    if found is None:
-        if len(_CHOSEN) > 256:
-            _CHOSEN.clear()
-        found = _CHOSEN[key] = [n for n in columns if schema.get_field_index(n) >= 0
-                                and _exact_kind(schema, n)]
-    return found
+    return made_once(_CHOSEN, (columns, tuple(schema.names)), lambda: [
+        n for n in columns if schema.get_field_index(n) >= 0 and _exact_kind(schema, n)], 256)
 
 
 _CHOSEN: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}

@@ -13,10 +13,21 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["ByIdentity"]
+__all__ = ["ByIdentity", "made_once"]
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+def made_once(store: dict[K, V], key: K, make: Callable[[], V], bound: int) -> V:
+    """``store[key]``, made once; the store emptied past ``bound`` entries (for keys that
+    are cheap to hash and compare: names, tuples of them)."""
+    found = store.get(key)
+    if found is None:
+        if len(store) > bound:
+            store.clear()
+        found = store[key] = make()
+    return found
 
 
 class ByIdentity(Generic[K, V]):

@@ -24,7 +24,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from sbqueue.store.logfiles import commit_actions, log_files
-from sbqueue.store.memo import ByIdentity
+from sbqueue.store.memo import ByIdentity, made_once
 
 __all__ = ["BUDGET", "FileKeep", "TooMany", "added", "keep", "partition_dicts", "partition_rows",
            "partition_table", "plain_files", "readable", "rows_of"]
@@ -45,8 +45,6 @@ BUDGET = int(os.environ.get("SBQUEUE_WARM_BYTES", str(256 << 20)))
 # Whether a data file may hold a row a read wants, by its partition values and the version
 # that added it: decided before the file is decoded.
 FileKeep = Callable[[Mapping[str, Any], int], bool]
-K = TypeVar("K")
-V = TypeVar("V")
 
 log = logging.getLogger("sbqueue.store")
 _lock = threading.Lock()
@@ -212,7 +210,7 @@ def added(root: str, schema: pa.Schema, files: Any, version: int,
 
 def _none_added(shape: str, schema: pa.Schema) -> pa.Table:
     """No rows of ``schema`` (its ``shape``), with ``_commit_version``."""
-    return _memo(_empty, shape, lambda: schema.empty_table().append_column(
+    return made_once(_empty, shape, lambda: schema.empty_table().append_column(
         "_commit_version", pa.array([], pa.int64())), 256)
 
 
@@ -261,20 +259,10 @@ def rows_of(add: Mapping[str, Any]) -> int | None:
 def _typed(values: tuple[tuple[str, str | None], ...], shape: str, schema: pa.Schema
            ) -> Mapping[str, Any]:
     """A file's partition values (strings in the log) as the schema's (``shape``) types."""
-    return _memo(_typed_values, (values, shape), lambda: {
+    return made_once(_typed_values, (values, shape), lambda: {
         name: None if text is None else
         pa.array([text], pa.string()).cast(schema.field(name).type)[0].as_py()
         for name, text in values}, 4096)
-
-
-def _memo(store: dict[K, V], key: K, make: Callable[[], V], bound: int) -> V:
-    """``store[key]``, made once; the store emptied past ``bound`` entries."""
-    found = store.get(key)
-    if found is None:
-        if len(store) > bound:
-            store.clear()
-        found = store[key] = make()
-    return found
 
 
 def _decoded(key: tuple[str, str, str], values: Mapping[str, Any], schema: pa.Schema,
